@@ -1,0 +1,9 @@
+//! tlsgate's operational surface: the metrics registry ([`metrics`]) and the admin listener
+//! ([`server`]) that serves `/metrics`, `/healthz` and `POST /reload`, on loopback by default.
+#![forbid(unsafe_code)]
+
+pub mod metrics;
+pub mod server;
+
+pub use metrics::Metrics;
+pub use server::{serve_admin, AdminHooks};

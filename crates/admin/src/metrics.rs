@@ -1,0 +1,239 @@
+//! Every metric tlsgate exports, in one registry, named `tlsgate_*`.
+//!
+//! Hot-path metrics (per handshake, per request) are lock-free atomics behind prometheus-client
+//! families; counters kept elsewhere (session cache, ticket keys) are copied in at scrape time
+//! through [`Metrics::set_gauge`].
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// Labels of a completed handshake.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    /// `full`, `session_id`, `ticket` or `tls13_psk`.
+    pub outcome: &'static str,
+    /// `TLSv1.2` / `TLSv1.3`.
+    pub version: &'static str,
+    /// Cipher suite.
+    pub cipher: &'static str,
+    /// Key-exchange group.
+    pub group: &'static str,
+    /// Certificate key type served.
+    pub cert: &'static str,
+}
+
+/// Labels of a failed handshake.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// Why it failed: `timeout`, `plaintext_http`, `malformed`, `no_shared_parameters`, `unknown_sni`, `client_closed`, `other`.
+    pub reason: &'static str,
+}
+
+/// Labels of a handshake-duration observation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `full` or `resumed`.
+    pub outcome: &'static str,
+}
+
+/// Labels of an answered request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Site name (`-` for the redirect listener).
+    pub site: String,
+    /// HTTP status code.
+    pub status: u16,
+    /// `h1` or `h2`.
+    pub protocol: &'static str,
+}
+
+/// Labels of upstream observations.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    /// Upstream group.
+    pub upstream: String,
+}
+
+/// Labels of upstream errors.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamErrorLabels {
+    /// Upstream group.
+    pub upstream: String,
+    /// `connect`, `timeout`, `protocol`.
+    pub kind: &'static str,
+}
+
+/// Labels with a single `name`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabels {
+    /// What the value is about.
+    pub name: &'static str,
+}
+
+/// Labels of reload attempts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `ok` or `error`.
+    pub result: &'static str,
+}
+
+/// The process's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Completed handshakes.
+    pub handshakes: Family<HandshakeLabels, Counter>,
+    /// Failed handshakes.
+    pub handshake_failures: Family<FailureLabels, Counter>,
+    /// Handshake duration (from accept to finished).
+    pub handshake_duration: Family<OutcomeLabels, Histogram>,
+    /// Client connections open now.
+    pub open_connections: Gauge,
+    /// Client connections accepted.
+    pub connections_accepted: Counter,
+    /// Client connections closed at once because `max_connections` was reached.
+    pub connections_shed: Counter,
+    /// Requests answered.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Time from forwarding a request to receiving the upstream's response header.
+    pub upstream_duration: Family<UpstreamLabels, Histogram>,
+    /// Upstream failures.
+    pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    /// Bytes read from clients (TLS records included).
+    pub bytes_in: Counter,
+    /// Bytes written to clients (TLS records included).
+    pub bytes_out: Counter,
+    /// Config reloads.
+    pub reloads: Family<ResultLabels, Counter>,
+    /// Values copied in at scrape time (session cache, ticket keys, ...).
+    pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tlsgate");
+        let handshakes = Family::default();
+        registry.register(
+            "handshakes",
+            "Completed TLS handshakes by outcome (full or resumed, and how)",
+            handshakes.clone(),
+        );
+        let handshake_failures = Family::default();
+        registry.register(
+            "handshake_failures",
+            "Failed TLS handshakes by reason",
+            handshake_failures.clone(),
+        );
+        let handshake_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+        });
+        registry.register(
+            "handshake_duration_seconds",
+            "TLS handshake duration",
+            handshake_duration.clone(),
+        );
+        let open_connections = Gauge::default();
+        registry.register(
+            "open_connections",
+            "Client connections open now",
+            open_connections.clone(),
+        );
+        let connections_accepted = Counter::default();
+        registry.register(
+            "connections_accepted",
+            "Client TCP connections accepted",
+            connections_accepted.clone(),
+        );
+        let connections_shed = Counter::default();
+        registry.register(
+            "connections_shed",
+            "Client connections closed at once over the connection limit",
+            connections_shed.clone(),
+        );
+        let requests = Family::default();
+        registry.register(
+            "requests",
+            "HTTP requests answered, by site, status and protocol",
+            requests.clone(),
+        );
+        let upstream_duration = Family::<UpstreamLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_1, 2.0, 18))
+        });
+        registry.register(
+            "upstream_response_seconds",
+            "Time to the upstream's response header",
+            upstream_duration.clone(),
+        );
+        let upstream_errors = Family::default();
+        registry.register(
+            "upstream_errors",
+            "Upstream failures by kind",
+            upstream_errors.clone(),
+        );
+        let bytes_in = Counter::default();
+        registry.register(
+            "client_bytes_received",
+            "Bytes read from client connections",
+            bytes_in.clone(),
+        );
+        let bytes_out = Counter::default();
+        registry.register(
+            "client_bytes_sent",
+            "Bytes written to client connections",
+            bytes_out.clone(),
+        );
+        let reloads = Family::default();
+        registry.register(
+            "config_reloads",
+            "Configuration reload attempts",
+            reloads.clone(),
+        );
+        let state = Family::default();
+        registry.register(
+            "state",
+            "Internal state copied at scrape time (session cache, ticket keys)",
+            state.clone(),
+        );
+        Self {
+            registry,
+            handshakes,
+            handshake_failures,
+            handshake_duration,
+            open_connections,
+            connections_accepted,
+            connections_shed,
+            requests,
+            upstream_duration,
+            upstream_errors,
+            bytes_in,
+            bytes_out,
+            reloads,
+            state,
+        }
+    }
+
+    /// Sets a scrape-time value.
+    pub fn set_gauge(&self, name: &'static str, value: u64) {
+        self.state.get_or_create(&NameLabels { name }).set(value);
+    }
+
+    /// Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

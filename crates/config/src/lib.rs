@@ -1,0 +1,69 @@
+//! tlsgate configuration: the TOML model ([`model`]), loading with errors that name the file
+//! and the field, and semantic validation ([`validate`]).
+//!
+//! Loading never touches certificates' contents: that is `tlsgate check`'s job (tlsgate-tls's
+//! `lint` module), so that this crate stays free of TLS dependencies.
+#![forbid(unsafe_code)]
+
+pub mod duration;
+pub mod model;
+pub mod validate;
+
+pub use duration::Duration;
+pub use model::*;
+pub use validate::{ConfigError, Issue, Severity};
+
+use std::path::{Path, PathBuf};
+
+/// A configuration together with the file it came from (relative paths inside it are resolved
+/// against that file's directory).
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The parsed, path-resolved and validated configuration.
+    pub config: Config,
+}
+
+/// Reads, parses, resolves relative paths and validates a configuration file.
+pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut config = parse(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e,
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    resolve_paths(&mut config, base);
+    let issues = validate::validate(&config);
+    if issues.iter().any(|i| i.severity == Severity::Error) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            issues,
+        });
+    }
+    Ok(LoadedConfig {
+        path: path.to_path_buf(),
+        config,
+    })
+}
+
+/// Parses TOML text into a [`Config`] (no path resolution, no validation).
+pub fn parse(text: &str) -> Result<Config, String> {
+    toml::from_str(text).map_err(|e| e.to_string())
+}
+
+/// Makes every relative certificate/key path relative to `base`.
+pub fn resolve_paths(config: &mut Config, base: &Path) {
+    for site in &mut config.sites {
+        for cert in &mut site.certificates {
+            for p in [&mut cert.chain, &mut cert.key] {
+                if p.is_relative() {
+                    *p = base.join(&*p);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The configuration model: one TOML file, deserialised into these structs.
+//!
+//! Every field carries a doc line that doubles as the reference (docs/CONFIG.md mirrors it).
+//! Defaults are chosen to be safe (forward-secret suites only, admin on loopback) and fast
+//! (one worker per core, resumption on, tickets rotating).
+
+use crate::duration::Duration;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Process-wide settings: workers, limits, timeouts.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Logging: format, level, access log.
+    #[serde(default)]
+    pub log: LogConfig,
+    /// The admin listener (Prometheus metrics, reload).
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// TLS settings shared by every site: versions, suites, groups, resumption.
+    #[serde(default)]
+    pub tls: TlsConfig,
+    /// Listening sockets. At least one is required.
+    #[serde(default, rename = "listener")]
+    pub listeners: Vec<ListenerConfig>,
+    /// Virtual hosts, chosen by SNI. At least one is required.
+    #[serde(default, rename = "site")]
+    pub sites: Vec<SiteConfig>,
+    /// Upstream groups that routes forward to.
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Worker threads, each with its own event loop and SO_REUSEPORT sockets. 0 = one per core.
+    pub workers: usize,
+    /// Longest time a client may take to complete the TLS handshake (stalled clients are dropped).
+    pub handshake_timeout: Duration,
+    /// Open client connections above which new ones are shed (closed at once), per process.
+    pub max_connections: usize,
+    /// On SIGTERM, how long open connections get to finish before the process exits.
+    pub drain_timeout: Duration,
+    /// How long an idle client keep-alive connection is kept open.
+    pub client_idle_timeout: Duration,
+    /// Longest time to receive a complete request header from a client.
+    pub client_header_timeout: Duration,
+    /// Largest request header block (request line + headers) accepted; larger gets 431.
+    pub max_request_header_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            workers: 0,
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 100_000,
+            drain_timeout: Duration::from_secs(30),
+            client_idle_timeout: Duration::from_secs(75),
+            client_header_timeout: Duration::from_secs(30),
+            max_request_header_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: LogFormat,
+    /// A tracing filter, e.g. `info` or `tlsgate=debug,info`. `RUST_LOG` overrides it.
+    pub level: String,
+    /// Write one access-log line per request (target `access`).
+    pub access_log: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".into(),
+            access_log: true,
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Address of the admin listener (`/metrics`, `POST /reload`). Loopback by default.
+    pub listen: Option<SocketAddr>,
+    /// Allow binding the admin listener on a non-loopback address (it has no authentication yet).
+    pub allow_non_loopback: bool,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+            allow_non_loopback: false,
+        }
+    }
+}
+
+/// `[tls]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// Lowest protocol version: `1.2` or `1.3`.
+    pub min_version: TlsVersion,
+    /// Highest protocol version: `1.2` or `1.3`.
+    pub max_version: TlsVersion,
+    /// TLS 1.2 cipher list (BoringSSL syntax). Only forward-secret ECDHE AEAD suites are allowed;
+    /// `[a|b]` makes an equal-preference group (the client's order decides inside it).
+    pub ciphers_tls12: String,
+    /// Key-exchange groups in preference order (BoringSSL names: X25519MLKEM768, X25519, P-256, P-384).
+    pub groups: Vec<String>,
+    /// ALPN protocols offered, in server preference order: `h2`, `http/1.1`.
+    pub alpn: Vec<String>,
+    /// What to do with a ClientHello whose SNI matches no site: `default` (serve the default
+    /// site) or `reject` (handshake failure, `unrecognized_name` alert).
+    pub unknown_sni: UnknownSni,
+    /// TLS 1.2 session-ID cache.
+    pub session_cache: SessionCacheConfig,
+    /// Session tickets (TLS 1.2 tickets and TLS 1.3 PSK tickets).
+    pub tickets: TicketConfig,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            min_version: TlsVersion::V1_2,
+            max_version: TlsVersion::V1_3,
+            ciphers_tls12: DEFAULT_TLS12_CIPHERS.into(),
+            groups: vec!["X25519MLKEM768".into(), "X25519".into(), "P-256".into()],
+            alpn: vec!["h2".into(), "http/1.1".into()],
+            unknown_sni: UnknownSni::Default,
+            session_cache: SessionCacheConfig::default(),
+            tickets: TicketConfig::default(),
+        }
+    }
+}
+
+/// Forward-secret AEAD suites only. Each key type's suites form one equal-preference group, so
+/// the client's own order decides inside it: clients that list ChaCha20 first (phones without AES
+/// instructions) get it, everyone else gets AES-GCM.
+pub const DEFAULT_TLS12_CIPHERS: &str =
+    "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-AES256-GCM-SHA384|ECDHE-ECDSA-CHACHA20-POLY1305]:\
+[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-AES256-GCM-SHA384|ECDHE-RSA-CHACHA20-POLY1305]";
+
+/// A TLS protocol version.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    /// TLS 1.2
+    #[serde(rename = "1.2")]
+    V1_2,
+    /// TLS 1.3
+    #[serde(rename = "1.3")]
+    V1_3,
+}
+
+/// See [`TlsConfig::unknown_sni`].
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownSni {
+    /// Serve the default site.
+    Default,
+    /// Fail the handshake.
+    Reject,
+}
+
+/// `[tls.session_cache]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionCacheConfig {
+    /// Resume TLS 1.2 sessions by session ID.
+    pub enabled: bool,
+    /// Most sessions kept (least recently used are evicted).
+    pub size: usize,
+    /// Lifetime of a cached session.
+    pub timeout: Duration,
+}
+
+impl Default for SessionCacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            size: 20_480,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// `[tls.tickets]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TicketConfig {
+    /// Issue and accept session tickets (TLS 1.2 tickets, TLS 1.3 resumption PSKs).
+    pub enabled: bool,
+    /// How often a new ticket-encryption key becomes current.
+    pub rotation: Duration,
+    /// Ticket lifetime: a retired key still decrypts for this long, then it is erased.
+    pub lifetime: Duration,
+}
+
+impl Default for TicketConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            rotation: Duration::from_secs(3600),
+            lifetime: Duration::from_secs(7200),
+        }
+    }
+}
+
+/// `[[listener]]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Address to bind, e.g. `0.0.0.0:443` or `[::]:443`.
+    pub listen: SocketAddr,
+    /// `https` (TLS-terminating) or `redirect` (plain HTTP answering a redirect to https).
+    #[serde(default = "default_listener_kind")]
+    pub kind: ListenerKind,
+    /// Length of the kernel accept queue.
+    #[serde(default = "default_backlog")]
+    pub backlog: u32,
+    /// For `redirect` listeners: the port to put in the `https://` location (443 is omitted).
+    #[serde(default)]
+    pub https_port: Option<u16>,
+    /// For `redirect` listeners: 301 or 308.
+    #[serde(default = "default_redirect_status")]
+    pub redirect_status: u16,
+}
+
+fn default_listener_kind() -> ListenerKind {
+    ListenerKind::Https
+}
+fn default_backlog() -> u32 {
+    4096
+}
+fn default_redirect_status() -> u16 {
+    301
+}
+
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerKind {
+    /// TLS termination, then HTTP/1.1 or HTTP/2 by ALPN.
+    Https,
+    /// Plain HTTP that redirects every request to https.
+    Redirect,
+}
+
+/// `[[site]]`: a virtual host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    /// A name for logs and metrics.
+    pub name: String,
+    /// Host names this site answers (exact, or `*.example.com` wildcards), matched against SNI.
+    pub server_names: Vec<String>,
+    /// Serve this site when SNI is absent or unknown (exactly one site may set it; otherwise the
+    /// first site is the default).
+    #[serde(default)]
+    pub default: bool,
+    /// Certificate chains with their keys (one per key type, e.g. ECDSA and RSA).
+    #[serde(rename = "certificate")]
+    pub certificates: Vec<CertificateConfig>,
+    /// Routes, tried longest path prefix first.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[[site.certificate]]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertificateConfig {
+    /// PEM file: the leaf certificate first, then intermediates (no root).
+    pub chain: PathBuf,
+    /// PEM file with the private key (PKCS#8, SEC1 or PKCS#1).
+    pub key: PathBuf,
+}
+
+/// `[[site.route]]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Only requests whose Host (without port) equals this; absent = any host of the site.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Request paths starting with this prefix match. Defaults to `/`.
+    #[serde(default = "default_prefix")]
+    pub path_prefix: String,
+    /// Forward matching requests to this upstream group.
+    #[serde(default)]
+    pub upstream: Option<String>,
+    /// Answer matching requests with this fixed response instead (for health checks and benchmarks).
+    #[serde(default)]
+    pub fixed_response: Option<FixedResponseConfig>,
+}
+
+fn default_prefix() -> String {
+    "/".into()
+}
+
+/// A response tlsgate answers itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedResponseConfig {
+    /// HTTP status code.
+    #[serde(default = "default_fixed_status")]
+    pub status: u16,
+    /// Body text.
+    #[serde(default)]
+    pub body: String,
+    /// Content-Type header.
+    #[serde(default = "default_content_type")]
+    pub content_type: String,
+}
+
+fn default_fixed_status() -> u16 {
+    200
+}
+fn default_content_type() -> String {
+    "text/plain".into()
+}
+
+/// `[[upstream]]`: a group of origin servers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The name routes refer to.
+    pub name: String,
+    /// Origin servers as `host:port` (plain HTTP/1.1, keep-alive pooled).
+    pub servers: Vec<String>,
+    /// `round_robin` or `least_conn`.
+    #[serde(default = "default_balance")]
+    pub balance: Balance,
+    /// Longest time to establish a TCP connection to an origin.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Duration,
+    /// Longest time from sending the request to receiving the response header (504 after).
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: Duration,
+    /// Idle pooled connections are closed after this long.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: Duration,
+    /// Idle keep-alive connections kept per origin server.
+    #[serde(default = "default_max_idle")]
+    pub max_idle_per_server: usize,
+    /// A server whose connection failed is skipped for this long.
+    #[serde(default = "default_fail_timeout")]
+    pub fail_timeout: Duration,
+}
+
+fn default_balance() -> Balance {
+    Balance::RoundRobin
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(3)
+}
+fn default_header_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_max_idle() -> usize {
+    64
+}
+fn default_fail_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Load-balancing policy of an upstream group.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Each server in turn.
+    RoundRobin,
+    /// The server with the fewest requests in flight.
+    LeastConn,
+}

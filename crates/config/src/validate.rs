@@ -1,0 +1,499 @@
+//! Semantic validation: what serde cannot check (references between sections, value ranges,
+//! the security posture). Each [`Issue`] names the field it is about, e.g. `site[0].route[2].upstream`.
+
+use crate::model::*;
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+
+/// How bad an [`Issue`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The configuration cannot be used.
+    Error,
+    /// Usable, but probably not what the operator meant.
+    Warning,
+}
+
+/// One finding about a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    /// Error or warning.
+    pub severity: Severity,
+    /// The field, as a path: `tls.groups`, `site[1].certificate[0].chain`.
+    pub field: String,
+    /// What is wrong, and what to do about it.
+    pub message: String,
+}
+
+impl Issue {
+    /// An error about `field`.
+    pub fn error(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A warning about `field`.
+    pub fn warning(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}: {}: {}", self.field, self.message)
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML did not parse or did not fit the model (the message names line and key).
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// Parsed, but semantically invalid.
+    #[error("{}: {}", path.display(), issues.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; "))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Every finding (errors and warnings).
+        issues: Vec<Issue>,
+    },
+}
+
+const KNOWN_GROUPS: &[&str] = &[
+    "X25519MLKEM768",
+    "X25519Kyber768Draft00",
+    "X25519",
+    "P-256",
+    "P-384",
+    "P-521",
+];
+const KNOWN_ALPN: &[&str] = &["h2", "http/1.1"];
+
+/// Checks a parsed configuration and returns every finding; an empty list means all is well.
+pub fn validate(config: &Config) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    validate_server(config, &mut issues);
+    validate_tls(&config.tls, &mut issues);
+    validate_listeners(config, &mut issues);
+    validate_sites(config, &mut issues);
+    validate_upstreams(config, &mut issues);
+    issues
+}
+
+fn validate_server(config: &Config, issues: &mut Vec<Issue>) {
+    let s = &config.server;
+    if s.max_connections == 0 {
+        issues.push(Issue::error("server.max_connections", "must be at least 1"));
+    }
+    if s.handshake_timeout.get().is_zero() {
+        issues.push(Issue::error(
+            "server.handshake_timeout",
+            "must be above zero",
+        ));
+    }
+    if s.max_request_header_bytes < 1024 {
+        issues.push(Issue::error(
+            "server.max_request_header_bytes",
+            "must be at least 1024",
+        ));
+    }
+    if let Some(addr) = config.admin.listen {
+        if !addr.ip().is_loopback() && !config.admin.allow_non_loopback {
+            issues.push(Issue::error(
+                "admin.listen",
+                format!("{addr} is not a loopback address; the admin listener has no authentication, set admin.allow_non_loopback = true to bind it anyway"),
+            ));
+        }
+    }
+}
+
+fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
+    if tls.min_version > tls.max_version {
+        issues.push(Issue::error("tls.min_version", "is above tls.max_version"));
+    }
+    if tls.groups.is_empty() {
+        issues.push(Issue::error(
+            "tls.groups",
+            "at least one key-exchange group is needed",
+        ));
+    }
+    for (i, g) in tls.groups.iter().enumerate() {
+        if !KNOWN_GROUPS.contains(&g.as_str()) {
+            issues.push(Issue::error(
+                format!("tls.groups[{i}]"),
+                format!("unknown group {g:?}; known: {}", KNOWN_GROUPS.join(", ")),
+            ));
+        }
+    }
+    if tls.alpn.is_empty() {
+        issues.push(Issue::error(
+            "tls.alpn",
+            "offer at least one of h2, http/1.1",
+        ));
+    }
+    for (i, p) in tls.alpn.iter().enumerate() {
+        if !KNOWN_ALPN.contains(&p.as_str()) {
+            issues.push(Issue::error(
+                format!("tls.alpn[{i}]"),
+                format!("unsupported protocol {p:?}; use h2 or http/1.1"),
+            ));
+        }
+    }
+    for part in tls
+        .ciphers_tls12
+        .split([':', '|', '[', ']', ','])
+        .filter(|p| !p.is_empty())
+    {
+        let forward_secret =
+            part.starts_with("ECDHE-") || part.starts_with("ECDHE+") || part == "ECDHE";
+        let aead = part.contains("GCM")
+            || part.contains("CHACHA20")
+            || part.starts_with('!')
+            || part.starts_with('-');
+        if part.starts_with('!') || part.starts_with('-') {
+            continue;
+        }
+        if !forward_secret {
+            issues.push(Issue::error(
+                "tls.ciphers_tls12",
+                format!(
+                    "{part:?} is not a forward-secret ECDHE suite; RSA key exchange is not allowed"
+                ),
+            ));
+        } else if !aead {
+            issues.push(Issue::error("tls.ciphers_tls12", format!("{part:?} is not an AEAD (GCM or ChaCha20-Poly1305) suite; CBC suites are not allowed")));
+        }
+    }
+    if tls.session_cache.enabled && tls.session_cache.size == 0 {
+        issues.push(Issue::error(
+            "tls.session_cache.size",
+            "must be at least 1 when the cache is enabled",
+        ));
+    }
+    if tls.session_cache.timeout.get().is_zero() {
+        issues.push(Issue::error(
+            "tls.session_cache.timeout",
+            "must be above zero",
+        ));
+    }
+    if tls.tickets.rotation.get().as_secs() < 1 {
+        issues.push(Issue::error("tls.tickets.rotation", "must be at least 1s"));
+    }
+    if tls.tickets.lifetime.get().as_secs() < 1 {
+        issues.push(Issue::error("tls.tickets.lifetime", "must be at least 1s"));
+    }
+    if tls.tickets.rotation.get() > std::time::Duration::from_secs(24 * 3600) {
+        issues.push(Issue::warning(
+            "tls.tickets.rotation",
+            "keys older than a day weaken forward secrecy; rotate at least daily",
+        ));
+    }
+}
+
+fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
+    if config.listeners.is_empty() {
+        issues.push(Issue::error(
+            "listener",
+            "at least one [[listener]] is required",
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (i, l) in config.listeners.iter().enumerate() {
+        if !seen.insert(l.listen) {
+            issues.push(Issue::error(
+                format!("listener[{i}].listen"),
+                format!("{} is used by another listener", l.listen),
+            ));
+        }
+        if l.backlog == 0 {
+            issues.push(Issue::error(
+                format!("listener[{i}].backlog"),
+                "must be at least 1",
+            ));
+        }
+        if l.kind == ListenerKind::Redirect && !matches!(l.redirect_status, 301 | 302 | 307 | 308) {
+            issues.push(Issue::error(
+                format!("listener[{i}].redirect_status"),
+                "must be 301, 302, 307 or 308",
+            ));
+        }
+        if Some(l.listen) == config.admin.listen {
+            issues.push(Issue::error(
+                format!("listener[{i}].listen"),
+                "is the admin listener's address",
+            ));
+        }
+    }
+    if !config
+        .listeners
+        .iter()
+        .any(|l| l.kind == ListenerKind::Https)
+        && !config.listeners.is_empty()
+    {
+        issues.push(Issue::warning(
+            "listener",
+            "no https listener: tlsgate will only redirect",
+        ));
+    }
+}
+
+fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
+    if config.sites.is_empty() {
+        issues.push(Issue::error("site", "at least one [[site]] is required"));
+    }
+    let defaults = config.sites.iter().filter(|s| s.default).count();
+    if defaults > 1 {
+        issues.push(Issue::error(
+            "site",
+            "more than one site sets default = true",
+        ));
+    }
+    let upstreams: HashSet<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    let mut names = HashSet::new();
+    let mut hosts = HashSet::new();
+    for (i, site) in config.sites.iter().enumerate() {
+        let at = format!("site[{i}]");
+        if !names.insert(site.name.as_str()) {
+            issues.push(Issue::error(
+                format!("{at}.name"),
+                format!("site name {:?} is used twice", site.name),
+            ));
+        }
+        if site.server_names.is_empty() {
+            issues.push(Issue::error(
+                format!("{at}.server_names"),
+                "list at least one host name",
+            ));
+        }
+        for (j, host) in site.server_names.iter().enumerate() {
+            let valid = !host.is_empty()
+                && host.trim_start_matches("*.").split('.').all(|l| {
+                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                });
+            if !valid {
+                issues.push(Issue::error(
+                    format!("{at}.server_names[{j}]"),
+                    format!("{host:?} is not a host name (or *.wildcard)"),
+                ));
+            }
+            if !hosts.insert(host.to_ascii_lowercase()) {
+                issues.push(Issue::error(
+                    format!("{at}.server_names[{j}]"),
+                    format!("{host:?} belongs to another site too"),
+                ));
+            }
+        }
+        if site.certificates.is_empty() {
+            issues.push(Issue::error(
+                format!("{at}.certificate"),
+                "at least one [[site.certificate]] is required",
+            ));
+        }
+        for (j, c) in site.certificates.iter().enumerate() {
+            for (field, path) in [("chain", &c.chain), ("key", &c.key)] {
+                if !path.is_file() {
+                    issues.push(Issue::error(
+                        format!("{at}.certificate[{j}].{field}"),
+                        format!("{}: no such file", path.display()),
+                    ));
+                }
+            }
+        }
+        if site.routes.is_empty() {
+            issues.push(Issue::error(
+                format!("{at}.route"),
+                "at least one [[site.route]] is required",
+            ));
+        }
+        for (j, r) in site.routes.iter().enumerate() {
+            let rat = format!("{at}.route[{j}]");
+            if !r.path_prefix.starts_with('/') {
+                issues.push(Issue::error(
+                    format!("{rat}.path_prefix"),
+                    "must start with /",
+                ));
+            }
+            match (&r.upstream, &r.fixed_response) {
+                (Some(_), Some(_)) => issues.push(Issue::error(
+                    &rat,
+                    "set either upstream or fixed_response, not both",
+                )),
+                (None, None) => issues.push(Issue::error(&rat, "set upstream or fixed_response")),
+                (Some(u), None) if !upstreams.contains(u.as_str()) => issues.push(Issue::error(
+                    format!("{rat}.upstream"),
+                    format!("no [[upstream]] is named {u:?}"),
+                )),
+                (None, Some(f)) if !(100..=999).contains(&f.status) => issues.push(Issue::error(
+                    format!("{rat}.fixed_response.status"),
+                    "must be a 3-digit HTTP status",
+                )),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn validate_upstreams(config: &Config, issues: &mut Vec<Issue>) {
+    let mut names = HashSet::new();
+    for (i, u) in config.upstreams.iter().enumerate() {
+        let at = format!("upstream[{i}]");
+        if !names.insert(u.name.as_str()) {
+            issues.push(Issue::error(
+                format!("{at}.name"),
+                format!("upstream name {:?} is used twice", u.name),
+            ));
+        }
+        if u.servers.is_empty() {
+            issues.push(Issue::error(
+                format!("{at}.servers"),
+                "list at least one host:port",
+            ));
+        }
+        for (j, s) in u.servers.iter().enumerate() {
+            let ok = s
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !ok {
+                issues.push(Issue::error(
+                    format!("{at}.servers[{j}]"),
+                    format!("{s:?} is not host:port"),
+                ));
+            }
+        }
+        if u.connect_timeout.get().is_zero() {
+            issues.push(Issue::error(
+                format!("{at}.connect_timeout"),
+                "must be above zero",
+            ));
+        }
+        if u.header_timeout.get().is_zero() {
+            issues.push(Issue::error(
+                format!("{at}.header_timeout"),
+                "must be above zero",
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Config {
+        crate::parse(text).unwrap()
+    }
+
+    const MINIMAL: &str = r#"
+[[listener]]
+listen = "127.0.0.1:8443"
+
+[[site]]
+name = "a"
+server_names = ["localhost"]
+[[site.certificate]]
+chain = "/dev/null"
+key = "/dev/null"
+[[site.route]]
+fixed_response = { body = "hi" }
+"#;
+
+    fn errors(c: &Config) -> Vec<String> {
+        validate(c)
+            .into_iter()
+            .filter(|i| i.severity == Severity::Error)
+            .map(|i| i.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn minimal_config_has_only_file_errors() {
+        // /dev/null is not a regular file, so the two file checks fire and nothing else.
+        let errs = errors(&parse(MINIMAL));
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].contains("site[0].certificate[0].chain"), "{errs:?}");
+    }
+
+    #[test]
+    fn rsa_key_exchange_is_refused() {
+        let mut c = parse(MINIMAL);
+        c.tls.ciphers_tls12 = "AES128-GCM-SHA256".into();
+        assert!(errors(&c)
+            .iter()
+            .any(|e| e.contains("tls.ciphers_tls12") && e.contains("RSA key exchange")));
+    }
+
+    #[test]
+    fn cbc_is_refused() {
+        let mut c = parse(MINIMAL);
+        c.tls.ciphers_tls12 = "ECDHE-RSA-AES128-SHA".into();
+        assert!(errors(&c).iter().any(|e| e.contains("CBC")));
+    }
+
+    #[test]
+    fn default_cipher_list_is_accepted() {
+        let c = parse(MINIMAL);
+        assert!(!errors(&c).iter().any(|e| e.contains("ciphers")));
+    }
+
+    #[test]
+    fn unknown_upstream_is_named() {
+        let mut c = parse(MINIMAL);
+        c.sites[0].routes[0].fixed_response = None;
+        c.sites[0].routes[0].upstream = Some("nope".into());
+        assert!(errors(&c)
+            .iter()
+            .any(|e| e.contains("site[0].route[0].upstream") && e.contains("\"nope\"")));
+    }
+
+    #[test]
+    fn admin_must_stay_on_loopback() {
+        let mut c = parse(MINIMAL);
+        c.admin.listen = Some("0.0.0.0:9090".parse().unwrap());
+        assert!(errors(&c).iter().any(|e| e.contains("admin.listen")));
+        c.admin.allow_non_loopback = true;
+        assert!(!errors(&c).iter().any(|e| e.contains("admin.listen")));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_name() {
+        let err = crate::parse("[server]\nworkerz = 2\n").unwrap_err();
+        assert!(err.contains("workerz"), "{err}");
+    }
+
+    #[test]
+    fn bad_groups_and_versions() {
+        let mut c = parse(MINIMAL);
+        c.tls.groups = vec!["X448".into()];
+        c.tls.min_version = TlsVersion::V1_3;
+        c.tls.max_version = TlsVersion::V1_2;
+        let errs = errors(&c);
+        assert!(errs.iter().any(|e| e.contains("tls.groups[0]")));
+        assert!(errs.iter().any(|e| e.contains("tls.min_version")));
+    }
+}

@@ -1,0 +1,260 @@
+//! One client connection on an https listener: admission, TLS handshake (with its timeout and
+//! failure classification), handshake metrics, then HTTP/1.1 or HTTP/2 by ALPN until the client
+//! leaves, goes idle, or the gateway drains.
+
+use crate::gateway::{ConnGuard, Gateway};
+use crate::io::{Activity, MeteredStream};
+use crate::service::{handle, ConnContext};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels};
+use tlsgate_tls::{HandshakeInfo, Resumption};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Why a handshake failed, as a metric label.
+pub fn classify_failure(text: &str) -> &'static str {
+    const TABLE: &[(&str, &str)] = &[
+        ("HTTP_REQUEST", "plaintext_http"),
+        ("HTTPS_PROXY_REQUEST", "plaintext_http"),
+        ("NO_SHARED_CIPHER", "no_shared_parameters"),
+        ("NO_SHARED_GROUP", "no_shared_parameters"),
+        ("UNSUPPORTED_PROTOCOL", "no_shared_parameters"),
+        ("NO_COMMON_SIGNATURE_ALGORITHMS", "no_shared_parameters"),
+        ("CERT_CB_ERROR", "unknown_sni"),
+        ("CONNECTION_REJECTED", "unknown_sni"),
+        ("WRONG_VERSION_NUMBER", "malformed"),
+        ("DECODE_ERROR", "malformed"),
+        ("PARSE_TLSEXT", "malformed"),
+        ("UNEXPECTED_RECORD", "malformed"),
+        ("UNEXPECTED_MESSAGE", "malformed"),
+        ("BAD_PACKET_LENGTH", "malformed"),
+        ("EXCESSIVE_MESSAGE_SIZE", "malformed"),
+        ("DATA_LENGTH_TOO_LONG", "malformed"),
+        ("ENCRYPTED_LENGTH_TOO_LONG", "malformed"),
+        ("RECORD_LENGTH_MISMATCH", "malformed"),
+        ("TLSV1_ALERT", "client_alert"),
+        ("SSLV3_ALERT", "client_alert"),
+    ];
+    TABLE
+        .iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map_or(
+            if text.contains("unexpected EOF")
+                || text.contains("reset by peer")
+                || text.contains("Broken pipe")
+            {
+                "client_closed"
+            } else {
+                "other"
+            },
+            |(_, label)| label,
+        )
+}
+
+/// What BoringSSL reports when plain HTTP arrives on a TLS port; we answer it in plain HTTP.
+const PLAINTEXT_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 52\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use https:// to connect.\r\n\r\n";
+
+/// Serves one accepted TCP connection to completion.
+pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+    let _guard = guard;
+    let started = Instant::now();
+    let generation = gateway.current();
+    let server = &generation.config.server;
+    let metrics = gateway.metrics.clone();
+    let activity = Activity::new();
+    let stream = MeteredStream::new(tcp, activity.clone(), metrics.clone());
+    let ssl = match generation.tls.new_ssl() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot create a TLS connection object");
+            return;
+        }
+    };
+    let fail = |reason: &'static str| {
+        metrics
+            .handshake_failures
+            .get_or_create(&FailureLabels { reason })
+            .inc()
+    };
+    let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
+    let tls = match tokio::time::timeout(server.handshake_timeout.get(), accept).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            let reason = classify_failure(&text);
+            fail(reason);
+            tracing::debug!(%peer, reason, error = %text, "TLS handshake failed");
+            if reason == "plaintext_http" {
+                if let Some(mut raw) = e.into_source_stream() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        let _ = raw.write_all(PLAINTEXT_REPLY).await;
+                        let _ = raw.shutdown().await;
+                    })
+                    .await;
+                }
+            }
+            return;
+        }
+        Err(_) => {
+            fail("timeout");
+            tracing::debug!(%peer, "TLS handshake timed out after {:?}", server.handshake_timeout);
+            return;
+        }
+    };
+    let info = HandshakeInfo::read(tls.ssl());
+    metrics
+        .handshakes
+        .get_or_create(&HandshakeLabels {
+            outcome: info.resumption.as_str(),
+            version: info.version,
+            cipher: info.cipher,
+            group: info.group,
+            cert: info.cert_type.as_str(),
+        })
+        .inc();
+    let outcome = if info.resumption == Resumption::Full {
+        "full"
+    } else {
+        "resumed"
+    };
+    metrics
+        .handshake_duration
+        .get_or_create(&OutcomeLabels { outcome })
+        .observe(started.elapsed().as_secs_f64());
+    let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
+    let h2 = info.alpn.as_deref() == Some(b"h2");
+    let ctx = Arc::new(ConnContext {
+        gateway: gateway.clone(),
+        accepted_with: generation.clone(),
+        site: generation.sites[site_idx].name.clone(),
+        peer,
+        protocol: if h2 { "h2" } else { "h1" },
+    });
+    let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
+    let io = TokioIo::new(tls);
+    let idle = server.client_idle_timeout.get();
+    let shutdown = gateway.shutdown_signal();
+    if h2 {
+        let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        b.timer(TokioTimer::new())
+            .max_concurrent_streams(128)
+            .max_header_list_size(server.max_request_header_bytes as u32)
+            .initial_stream_window_size(256 * 1024)
+            .initial_connection_window_size(1024 * 1024)
+            .keep_alive_interval(None);
+        drive(b.serve_connection(io, service), activity, idle, shutdown).await;
+    } else {
+        let mut b = hyper::server::conn::http1::Builder::new();
+        b.timer(TokioTimer::new())
+            .keep_alive(true)
+            .header_read_timeout(server.client_header_timeout.get())
+            .max_buf_size(server.max_request_header_bytes.max(8192));
+        drive(b.serve_connection(io, service), activity, idle, shutdown).await;
+    }
+}
+
+/// A hyper connection that can be asked to finish gracefully.
+pub trait Graceful: Future {
+    /// Stop taking new requests; finish the ones in flight.
+    fn graceful(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Graceful for hyper::server::conn::http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B, E> Graceful for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Drives a connection until it ends, closing it when idle too long and finishing it gracefully
+/// when the gateway drains.
+pub async fn drive<C, E>(
+    conn: C,
+    activity: Arc<Activity>,
+    idle: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) where
+    C: Graceful<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    let mut draining = *shutdown.borrow();
+    if draining {
+        conn.as_mut().graceful();
+    }
+    let watchdog = async {
+        loop {
+            let quiet = activity.idle_for();
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    };
+    tokio::pin!(watchdog);
+    loop {
+        tokio::select! {
+            res = conn.as_mut() => {
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "client connection ended with an error");
+                }
+                return;
+            }
+            _ = &mut watchdog => {
+                tracing::debug!("closing client connection idle for {idle:?}");
+                return;
+            }
+            changed = shutdown.changed(), if !draining => {
+                if changed.is_err() || *shutdown.borrow() {
+                    draining = true;
+                    conn.as_mut().graceful();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classify_failure;
+
+    #[test]
+    fn failure_reasons() {
+        assert_eq!(
+            classify_failure("error:10000098:SSL routines:OPENSSL_internal:HTTP_REQUEST"),
+            "plaintext_http"
+        );
+        assert_eq!(classify_failure("...:WRONG_VERSION_NUMBER"), "malformed");
+        assert_eq!(
+            classify_failure("...:NO_SHARED_CIPHER"),
+            "no_shared_parameters"
+        );
+        assert_eq!(classify_failure("unexpected EOF"), "client_closed");
+        assert_eq!(classify_failure("something new"), "other");
+    }
+}

@@ -1,0 +1,153 @@
+//! The gateway's shared state: the current configuration *generation* (TLS contexts, routers,
+//! upstream pools), swapped atomically on reload, plus what outlives generations (metrics,
+//! session cache, ticket keys, the connection count and the shutdown signal).
+//!
+//! Connections keep the generation they were accepted with alive for their TLS state, but each
+//! request routes with the newest generation, so a reload takes effect on open keep-alive
+//! connections too, without closing them.
+
+use crate::router::Router;
+use crate::upstream::UpstreamGroup;
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tlsgate_admin::Metrics;
+use tlsgate_config::Config;
+use tlsgate_tls::{SessionState, TlsService};
+use tokio::sync::watch;
+
+/// A site's HTTP side.
+pub struct SiteRuntime {
+    /// Site name.
+    pub name: Arc<str>,
+    /// Its routes.
+    pub router: Router,
+}
+
+/// Everything built from one configuration.
+pub struct Generation {
+    /// Increases with each successful reload (1 = the configuration at start).
+    pub id: u64,
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// TLS contexts.
+    pub tls: TlsService,
+    /// Sites in configuration order.
+    pub sites: Vec<SiteRuntime>,
+    /// Upstream groups in configuration order.
+    pub upstreams: Vec<Arc<UpstreamGroup>>,
+}
+
+impl Generation {
+    /// Builds a generation; the error names the field and file at fault.
+    pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, String> {
+        let tls = TlsService::build(&config, sessions).map_err(|e| e.to_string())?;
+        let upstreams: Vec<Arc<UpstreamGroup>> = config
+            .upstreams
+            .iter()
+            .map(|u| Arc::new(UpstreamGroup::new(u)))
+            .collect();
+        let index = |name: &str| config.upstreams.iter().position(|u| u.name == name);
+        let sites = config
+            .sites
+            .iter()
+            .map(|s| SiteRuntime {
+                name: Arc::from(s.name.as_str()),
+                router: Router::new(&s.routes, index),
+            })
+            .collect();
+        Ok(Self {
+            id,
+            config: Arc::new(config),
+            tls,
+            sites,
+            upstreams,
+        })
+    }
+
+    /// Index of the site with this name.
+    pub fn site_index(&self, name: &str) -> Option<usize> {
+        self.sites.iter().position(|s| &*s.name == name)
+    }
+}
+
+/// Process-wide gateway state.
+pub struct Gateway {
+    current: ArcSwap<Generation>,
+    /// Metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// Session cache and ticket keys (survive reloads).
+    pub sessions: SessionState,
+    open: AtomicUsize,
+    next_id: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Gateway {
+    /// Builds the first generation.
+    pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Arc<Self>, String> {
+        let sessions = SessionState::new(&config.tls);
+        let generation = Generation::build(config, &sessions, 1)?;
+        let (shutdown, _) = watch::channel(false);
+        Ok(Arc::new(Self {
+            current: ArcSwap::from_pointee(generation),
+            metrics,
+            sessions,
+            open: AtomicUsize::new(0),
+            next_id: AtomicU64::new(2),
+            shutdown,
+        }))
+    }
+
+    /// The newest generation.
+    pub fn current(&self) -> Arc<Generation> {
+        self.current.load_full()
+    }
+
+    /// Builds and installs a new generation; on error the running one stays.
+    pub fn install(&self, config: Config) -> Result<u64, String> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let generation = Generation::build(config, &self.sessions, id)?;
+        self.sessions.reconfigure(&generation.config.tls);
+        self.current.store(Arc::new(generation));
+        Ok(id)
+    }
+
+    /// Client connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new connection unless the limit is reached.
+    pub fn admit(self: &Arc<Self>, limit: usize) -> Option<ConnGuard> {
+        let prev = self.open.fetch_add(1, Ordering::AcqRel);
+        if prev >= limit {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            self.metrics.connections_shed.inc();
+            return None;
+        }
+        self.metrics.open_connections.inc();
+        self.metrics.connections_accepted.inc();
+        Some(ConnGuard(self.clone()))
+    }
+
+    /// Starts a graceful shutdown: listeners stop accepting, connections finish and close.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// Holds one slot of the connection limit.
+pub struct ConnGuard(Arc<Gateway>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.metrics.open_connections.dec();
+    }
+}

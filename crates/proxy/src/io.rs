@@ -1,0 +1,137 @@
+//! A TCP stream wrapper that counts bytes for metrics and records the last time bytes moved, so
+//! the connection task can close connections idle for longer than `client_idle_timeout`.
+
+use pin_project_lite::pin_project;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Activity shared between the stream and the connection's idle watchdog.
+#[derive(Debug)]
+pub struct Activity {
+    epoch: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    /// Starts counting now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        self.last_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// How long since bytes last moved.
+    pub fn idle_for(&self) -> std::time::Duration {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        std::time::Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
+    }
+}
+
+pin_project! {
+    /// Counts bytes read and written; reports them to metrics when dropped.
+    pub struct MeteredStream<S> {
+        #[pin]
+        inner: S,
+        activity: Arc<Activity>,
+        read: u64,
+        written: u64,
+        metrics: Arc<tlsgate_admin::Metrics>,
+    }
+
+    impl<S> PinnedDrop for MeteredStream<S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.metrics.bytes_in.inc_by(*this.read);
+            this.metrics.bytes_out.inc_by(*this.written);
+        }
+    }
+}
+
+impl<S> MeteredStream<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, activity: Arc<Activity>, metrics: Arc<tlsgate_admin::Metrics>) -> Self {
+        Self {
+            inner,
+            activity,
+            read: 0,
+            written: 0,
+            metrics,
+        }
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let before = buf.filled().len();
+        let res = this.inner.poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        if n > 0 {
+            *this.read += n;
+            this.activity.touch();
+        }
+        res
+    }
+}
+
+impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        let res = this.inner.poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &res {
+            *this.written += *n as u64;
+            this.activity.touch();
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        let res = this.inner.poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &res {
+            *this.written += *n as u64;
+            this.activity.touch();
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
+    }
+}

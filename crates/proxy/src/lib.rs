@@ -1,0 +1,20 @@
+//! tlsgate's data path.
+//!
+//! A connection flows: [`listener`] (per-worker SO_REUSEPORT socket, admission against the
+//! connection limit) → [`conn`] (TLS handshake through tlsgate-tls, metrics, ALPN) → hyper's
+//! HTTP/1.1 or HTTP/2 server → [`service`] (route by Host and path prefix with [`router`]) →
+//! fixed response or [`upstream`] (pooled keep-alive HTTP/1.1 to origin servers, streaming).
+//! [`gateway`] holds the configuration generation that reloads swap atomically.
+#![forbid(unsafe_code)]
+
+pub mod body;
+pub mod conn;
+pub mod gateway;
+pub mod io;
+pub mod listener;
+pub mod redirect;
+pub mod router;
+pub mod service;
+pub mod upstream;
+
+pub use gateway::{Gateway, Generation};

@@ -1,0 +1,99 @@
+//! The plain-HTTP listener: every request gets a 301 (or 308) to the same URL on https.
+
+use crate::body::{full, Body};
+use crate::gateway::{ConnGuard, Gateway};
+use crate::service::request_host;
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tlsgate_admin::metrics::RequestLabels;
+use tlsgate_config::ListenerConfig;
+
+/// The redirect target for a request, or None without a usable Host.
+pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> {
+    let host = request_host(req)?;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let port = match https_port {
+        None | Some(443) => String::new(),
+        Some(p) => format!(":{p}"),
+    };
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    Some(format!("https://{host}{port}{path}"))
+}
+
+/// Serves one plain-HTTP connection.
+pub async fn serve_redirect(
+    gateway: Arc<Gateway>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    config: ListenerConfig,
+) {
+    let _guard = guard;
+    let status =
+        StatusCode::from_u16(config.redirect_status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
+    let metrics = gateway.metrics.clone();
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let response: Response<Body> = match location(&req, config.https_port) {
+            Some(loc) => Response::builder()
+                .status(status)
+                .header(header::LOCATION, loc)
+                .header(header::CONTENT_TYPE, "text/plain")
+                .body(full(Bytes::from_static(b"Moved to https\n")))
+                .expect("valid redirect"),
+            None => Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .body(full(Bytes::from_static(
+                    b"400 Bad Request: Host header required\n",
+                )))
+                .expect("valid response"),
+        };
+        metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                site: "-".into(),
+                status: response.status().as_u16(),
+                protocol: "h1",
+            })
+            .inc();
+        std::future::ready(Ok::<_, std::convert::Infallible>(response))
+    });
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(10));
+    if let Err(e) = b.serve_connection(TokioIo::new(tcp), service).await {
+        tracing::debug!(%peer, error = %e, "redirect connection error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::location;
+    use http::Request;
+
+    #[test]
+    fn location_keeps_path_and_query_and_sets_port() {
+        let req = Request::builder()
+            .uri("/a/b?c=d")
+            .header("host", "example.com:8080")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            location(&req, Some(8443)).unwrap(),
+            "https://example.com:8443/a/b?c=d"
+        );
+        assert_eq!(
+            location(&req, Some(443)).unwrap(),
+            "https://example.com/a/b?c=d"
+        );
+        assert_eq!(location(&req, None).unwrap(), "https://example.com/a/b?c=d");
+        let no_host = Request::builder().uri("/").body(()).unwrap();
+        assert!(location(&no_host, None).is_none());
+    }
+}

@@ -1,0 +1,150 @@
+//! ClientHello inspection without I/O: what the client can verify and negotiate, read from the
+//! raw extension and cipher-suite bytes that BoringSSL hands the certificate-selection hook.
+//!
+//! Every function takes untrusted bytes and must never panic (there is a fuzz target).
+
+/// TLS extension numbers used here.
+pub const EXT_SIGNATURE_ALGORITHMS: u16 = 13;
+/// `supported_versions` (RFC 8446).
+pub const EXT_SUPPORTED_VERSIONS: u16 = 43;
+
+const ECDSA_SIGALGS: [u16; 3] = [0x0403, 0x0503, 0x0603];
+/// TLS 1.2 ECDHE-ECDSA suites (AEAD and legacy).
+const ECDHE_ECDSA_SUITES: [u16; 8] = [
+    0xC02B, 0xC02C, 0xCCA9, 0xC009, 0xC00A, 0xC023, 0xC024, 0xC0AD,
+];
+
+/// Reads a list of big-endian u16 values prefixed by a length of `prefix` bytes (1 or 2).
+/// Returns an empty vector for malformed input.
+pub fn u16_list(data: &[u8], prefix: usize) -> Vec<u16> {
+    let Some(len_bytes) = data.get(..prefix) else {
+        return Vec::new();
+    };
+    let len = len_bytes
+        .iter()
+        .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+    let Some(body) = data.get(prefix..prefix + len) else {
+        return Vec::new();
+    };
+    if len % 2 != 0 {
+        return Vec::new();
+    }
+    body.chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect()
+}
+
+/// Parses the body of a `signature_algorithms` extension.
+pub fn signature_algorithms(ext: &[u8]) -> Vec<u16> {
+    u16_list(ext, 2)
+}
+
+/// Parses the body of a `supported_versions` extension (ClientHello form: 1-byte length).
+pub fn supported_versions(ext: &[u8]) -> Vec<u16> {
+    u16_list(ext, 1)
+}
+
+/// Parses the raw cipher-suite list (no length prefix, as BoringSSL exposes it).
+pub fn cipher_suites(raw: &[u8]) -> Vec<u16> {
+    raw.chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect()
+}
+
+/// The facts certificate selection needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientCapabilities {
+    /// Client offers TLS 1.3 (and so will negotiate it if the server allows).
+    pub offers_tls13: bool,
+    /// Client accepts ECDSA signatures.
+    pub ecdsa_sigalgs: bool,
+    /// Client offers at least one ECDHE-ECDSA suite for TLS 1.2.
+    pub ecdsa_tls12_suites: bool,
+}
+
+impl ClientCapabilities {
+    /// From the raw pieces of a ClientHello.
+    pub fn from_parts(
+        sigalgs_ext: Option<&[u8]>,
+        versions_ext: Option<&[u8]>,
+        ciphers: &[u8],
+    ) -> Self {
+        let sigalgs = sigalgs_ext.map(signature_algorithms).unwrap_or_default();
+        let versions = versions_ext.map(supported_versions).unwrap_or_default();
+        Self {
+            offers_tls13: versions.contains(&0x0304),
+            // A TLS 1.2 client without the extension implicitly accepts SHA-1 ECDSA only if it
+            // offers ECDSA suites (RFC 5246 7.4.1.4.1); treat that as "can verify ECDSA".
+            ecdsa_sigalgs: if sigalgs_ext.is_some() {
+                sigalgs.iter().any(|a| ECDSA_SIGALGS.contains(a))
+            } else {
+                true
+            },
+            ecdsa_tls12_suites: cipher_suites(ciphers)
+                .iter()
+                .any(|s| ECDHE_ECDSA_SUITES.contains(s)),
+        }
+    }
+
+    /// Whether an ECDSA certificate will work with this client, given whether TLS 1.3 is enabled.
+    pub fn can_use_ecdsa(&self, server_allows_tls13: bool) -> bool {
+        if self.offers_tls13 && server_allows_tls13 {
+            self.ecdsa_sigalgs
+        } else {
+            self.ecdsa_sigalgs && self.ecdsa_tls12_suites
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sigalgs() {
+        let ext = [0, 4, 0x04, 0x03, 0x08, 0x04];
+        assert_eq!(signature_algorithms(&ext), vec![0x0403, 0x0804]);
+    }
+
+    #[test]
+    fn malformed_lists_are_empty_not_panics() {
+        assert!(signature_algorithms(&[]).is_empty());
+        assert!(signature_algorithms(&[0]).is_empty());
+        assert!(signature_algorithms(&[0, 9, 1, 2]).is_empty());
+        assert!(
+            signature_algorithms(&[0, 3, 1, 2, 3]).is_empty(),
+            "odd length"
+        );
+        assert!(supported_versions(&[200]).is_empty());
+        assert_eq!(cipher_suites(&[0xC0, 0x2B, 0x01]), vec![0xC02B]);
+    }
+
+    #[test]
+    fn tls13_client_with_ecdsa_sigalgs_gets_ecdsa() {
+        let caps =
+            ClientCapabilities::from_parts(Some(&[0, 2, 4, 3]), Some(&[2, 3, 4]), &[0x13, 0x01]);
+        assert!(caps.offers_tls13);
+        assert!(caps.can_use_ecdsa(true));
+        // Same client against a TLS-1.2-only server: no ECDHE-ECDSA suite offered, so RSA.
+        assert!(!caps.can_use_ecdsa(false));
+    }
+
+    #[test]
+    fn rsa_pss_only_client_gets_rsa() {
+        let caps =
+            ClientCapabilities::from_parts(Some(&[0, 2, 8, 4]), Some(&[2, 3, 4]), &[0x13, 0x01]);
+        assert!(!caps.can_use_ecdsa(true));
+    }
+
+    #[test]
+    fn tls12_client_offering_only_ecdhe_rsa_gets_rsa() {
+        let caps = ClientCapabilities::from_parts(Some(&[0, 4, 4, 3, 8, 4]), None, &[0xC0, 0x2F]);
+        assert!(!caps.can_use_ecdsa(true));
+        let caps = ClientCapabilities::from_parts(
+            Some(&[0, 4, 4, 3, 8, 4]),
+            None,
+            &[0xC0, 0x2F, 0xC0, 0x2B],
+        );
+        assert!(caps.can_use_ecdsa(true));
+    }
+}

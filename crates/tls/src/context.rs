@@ -1,0 +1,429 @@
+//! Building BoringSSL contexts from the configuration.
+//!
+//! One *front* context per configuration generation accepts every connection: it carries the
+//! protocol policy and the session machinery (session-ID cache, ticket keys), and its
+//! asynchronous certificate-selection hook picks a *site* context by SNI and by what the client can
+//! verify (ECDSA or RSA). Site contexts carry a certificate chain and a [`KeyBackend`] reached
+//! through the async private-key hook. BoringSSL keeps using the front context for sessions after
+//! the switch (`SSL_set_SSL_CTX` swaps only the certificate configuration).
+
+use crate::client_hello::ClientCapabilities;
+use crate::keys::{KeyBackend, KeyMethod, KeyType, LocalKey};
+use crate::session_cache::SessionCache;
+use crate::tickets::TicketKeyRing;
+use crate::{ffi, handshake_info};
+use boring::ex_data::Index;
+use boring::pkey::PKey;
+use boring::ssl::{
+    AlpnError, AsyncSelectCertError, BoxSelectCertFinish, BoxSelectCertFuture, ClientHello,
+    ExtensionType, NameType, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef,
+    SslSessionCacheMode, SslVersion,
+};
+use boring::x509::X509;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+use tlsgate_config::{Config, SiteConfig, TlsConfig, TlsVersion, UnknownSni};
+
+/// Why the TLS configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsBuildError {
+    /// A file could not be read or parsed.
+    #[error("{field}: {path}: {message}")]
+    File {
+        /// Config field, e.g. `site[0].certificate[1].key`.
+        field: String,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// BoringSSL refused a setting.
+    #[error("{field}: {message}")]
+    Setting {
+        /// Config field.
+        field: String,
+        /// BoringSSL's message.
+        message: String,
+    },
+}
+
+/// State that outlives configuration reloads: resumption must keep working across them.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    /// TLS 1.2 session-ID cache.
+    pub cache: Arc<SessionCache>,
+    /// Ticket keys.
+    pub tickets: Arc<TicketKeyRing>,
+}
+
+impl SessionState {
+    /// Creates the session state for a configuration.
+    pub fn new(tls: &TlsConfig) -> Self {
+        Self {
+            cache: Arc::new(SessionCache::new(
+                tls.session_cache.size,
+                tls.session_cache.timeout.get(),
+            )),
+            tickets: Arc::new(TicketKeyRing::new(tls.tickets.lifetime.get())),
+        }
+    }
+
+    /// Applies a reloaded configuration's limits without losing sessions or keys.
+    pub fn reconfigure(&self, tls: &TlsConfig) {
+        self.cache
+            .reconfigure(tls.session_cache.size, tls.session_cache.timeout.get());
+        self.tickets.set_lifetime(tls.tickets.lifetime.get());
+    }
+}
+
+/// One certificate of a site, ready to serve.
+pub struct SiteVariant {
+    /// Key type of the certificate.
+    pub key_type: KeyType,
+    /// The context to switch to.
+    pub ctx: SslContext,
+}
+
+/// A site's TLS side.
+pub struct SiteTls {
+    /// Index of the site in the configuration.
+    pub index: usize,
+    /// Site name.
+    pub name: String,
+    /// ECDSA variants first, then the rest, in configuration order.
+    pub variants: Vec<SiteVariant>,
+}
+
+/// What a site context knows about itself (stored in its ex_data).
+#[derive(Debug, Clone, Copy)]
+struct SiteTag {
+    site: usize,
+    key_type: KeyType,
+}
+
+static SITE_TAG: LazyLock<Index<SslContext, SiteTag>> =
+    LazyLock::new(|| SslContext::new_ex_index().expect("BoringSSL ex_data index"));
+
+/// The TLS side of one configuration generation.
+pub struct TlsService {
+    front: SslContext,
+    selector: Arc<Selector>,
+}
+
+struct Selector {
+    sites: Vec<SiteTls>,
+    exact: HashMap<String, usize>,
+    wildcard: HashMap<String, usize>,
+    default: usize,
+    unknown_sni: UnknownSni,
+    tls13: bool,
+}
+
+impl Selector {
+    fn site_for(&self, sni: Option<&str>) -> Option<usize> {
+        let Some(name) = sni else {
+            return Some(self.default);
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(i) = self.exact.get(&name) {
+            return Some(*i);
+        }
+        if let Some((_, parent)) = name.split_once('.') {
+            if let Some(i) = self.wildcard.get(parent) {
+                return Some(*i);
+            }
+        }
+        match self.unknown_sni {
+            UnknownSni::Default => Some(self.default),
+            UnknownSni::Reject => None,
+        }
+    }
+
+    fn choose(&self, hello: &ClientHello<'_>) -> Option<&SiteVariant> {
+        let site = &self.sites[self.site_for(hello.servername(NameType::HOST_NAME))?];
+        let caps = ClientCapabilities::from_parts(
+            hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS),
+            hello.get_extension(ExtensionType::SUPPORTED_VERSIONS),
+            hello.ciphers(),
+        );
+        let ecdsa_ok = caps.can_use_ecdsa(self.tls13);
+        site.variants
+            .iter()
+            .find(|v| v.key_type.is_ecdsa() == ecdsa_ok)
+            .or(site.variants.first())
+    }
+}
+
+impl TlsService {
+    /// Builds every context of a configuration. Fails with a message naming the field and file.
+    pub fn build(config: &Config, sessions: &SessionState) -> Result<Self, TlsBuildError> {
+        let tls = &config.tls;
+        let mut sites = Vec::with_capacity(config.sites.len());
+        for (i, site) in config.sites.iter().enumerate() {
+            sites.push(build_site(tls, sessions, i, site)?);
+        }
+        let mut exact = HashMap::new();
+        let mut wildcard = HashMap::new();
+        for (i, site) in config.sites.iter().enumerate() {
+            for name in &site.server_names {
+                let name = name.to_ascii_lowercase();
+                match name.strip_prefix("*.") {
+                    Some(parent) => wildcard.insert(parent.to_string(), i),
+                    None => exact.insert(name, i),
+                };
+            }
+        }
+        let selector = Arc::new(Selector {
+            sites,
+            exact,
+            wildcard,
+            default: config.sites.iter().position(|s| s.default).unwrap_or(0),
+            unknown_sni: tls.unknown_sni,
+            tls13: tls.max_version == TlsVersion::V1_3,
+        });
+        let front = build_front(tls, sessions, selector.clone())?;
+        Ok(Self { front, selector })
+    }
+
+    /// A new server-side connection object.
+    pub fn new_ssl(&self) -> Result<Ssl, boring::error::ErrorStack> {
+        let mut ssl = Ssl::new(&self.front)?;
+        handshake_info::attach(&mut ssl);
+        Ok(ssl)
+    }
+
+    /// The site a finished handshake selected.
+    pub fn site_of(&self, ssl: &SslRef) -> Option<usize> {
+        ssl.ssl_context().ex_data(*SITE_TAG).map(|t| t.site)
+    }
+
+    /// Site names, in configuration order.
+    pub fn site_names(&self) -> Vec<&str> {
+        self.selector
+            .sites
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+}
+
+/// Key type of the certificate a connection was served.
+pub(crate) fn served_key_type(ssl: &SslRef) -> KeyType {
+    ssl.ssl_context()
+        .ex_data(*SITE_TAG)
+        .map_or(KeyType::Other, |t| t.key_type)
+}
+
+fn setting(field: &str) -> impl Fn(boring::error::ErrorStack) -> TlsBuildError + '_ {
+    move |e| TlsBuildError::Setting {
+        field: field.to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn version(v: TlsVersion) -> SslVersion {
+    match v {
+        TlsVersion::V1_2 => SslVersion::TLS1_2,
+        TlsVersion::V1_3 => SslVersion::TLS1_3,
+    }
+}
+
+/// Settings every context shares: versions, suites, groups, ALPN.
+fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
+    let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(setting("tls"))?;
+    b.set_min_proto_version(Some(version(tls.min_version)))
+        .map_err(setting("tls.min_version"))?;
+    b.set_max_proto_version(Some(version(tls.max_version)))
+        .map_err(setting("tls.max_version"))?;
+    b.set_cipher_list(&tls.ciphers_tls12)
+        .map_err(setting("tls.ciphers_tls12"))?;
+    b.set_curves_list(&tls.groups.join(":"))
+        .map_err(setting("tls.groups"))?;
+    b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
+    if !tls.tickets.enabled {
+        b.set_options(SslOptions::NO_TICKET);
+    }
+    let alpn: Vec<Vec<u8>> = tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    b.set_alpn_select_callback(move |_ssl, client| {
+        select_alpn(&alpn, client).ok_or(AlpnError::NOACK)
+    });
+    Ok(b)
+}
+
+/// Session machinery. BoringSSL runs the callbacks of the front (session) context, but the
+/// `boring` wrappers look their closures up on the connection's current context, which is the
+/// site context after the switch; so every context gets the same closures.
+fn install_sessions(b: &mut SslContextBuilder, tls: &TlsConfig, sessions: &SessionState) {
+    let lifetime = u32::try_from(tls.tickets.lifetime.get().as_secs()).unwrap_or(u32::MAX);
+    let id_timeout = u32::try_from(tls.session_cache.timeout.get().as_secs()).unwrap_or(u32::MAX);
+    ffi::set_session_lifetime(b, lifetime.max(id_timeout));
+    if tls.session_cache.enabled {
+        b.set_session_cache_mode(SslSessionCacheMode::SERVER | SslSessionCacheMode::NO_INTERNAL);
+        ffi::install_session_cache(b, sessions.cache.clone());
+    } else {
+        b.set_session_cache_mode(SslSessionCacheMode::OFF);
+    }
+    if tls.tickets.enabled {
+        ffi::install_ticket_keys(b, sessions.tickets.clone());
+        ffi::set_num_tickets(b, 2);
+    } else {
+        ffi::set_num_tickets(b, 0);
+    }
+}
+
+/// Server-preference ALPN: the first of ours that the client offers.
+fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
+    for proto in ours {
+        let mut rest = client;
+        while let Some((&len, tail)) = rest.split_first() {
+            let Some(name) = tail.get(..usize::from(len)) else {
+                break;
+            };
+            if name == proto.as_slice() {
+                return Some(name);
+            }
+            rest = &tail[usize::from(len)..];
+        }
+    }
+    None
+}
+
+fn build_front(
+    tls: &TlsConfig,
+    sessions: &SessionState,
+    selector: Arc<Selector>,
+) -> Result<SslContext, TlsBuildError> {
+    let mut b = base_builder(tls)?;
+    install_sessions(&mut b, tls, sessions);
+    b.set_async_select_certificate_callback(move |hello| {
+        let Some(variant) = selector.choose(hello) else {
+            tracing::debug!(sni = ?hello.servername(NameType::HOST_NAME), "unknown SNI rejected");
+            return Err(AsyncSelectCertError);
+        };
+        let ctx = variant.ctx.clone();
+        let fut: BoxSelectCertFuture = Box::pin(async move {
+            let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| {
+                hello
+                    .ssl_mut()
+                    .set_ssl_context(&ctx)
+                    .map_err(|_| AsyncSelectCertError)
+            });
+            Ok(finish)
+        });
+        Ok(fut)
+    });
+    Ok(b.build())
+}
+
+fn build_site(
+    tls: &TlsConfig,
+    sessions: &SessionState,
+    index: usize,
+    site: &SiteConfig,
+) -> Result<SiteTls, TlsBuildError> {
+    let mut variants = Vec::new();
+    for (j, cert) in site.certificates.iter().enumerate() {
+        let at = format!("site[{index}].certificate[{j}]");
+        let chain = load_chain(&format!("{at}.chain"), &cert.chain)?;
+        let key = load_key(&format!("{at}.key"), &cert.key)?;
+        let leaf_key = chain[0].public_key().map_err(setting(&at))?;
+        if !leaf_key.public_eq(&key) {
+            return Err(TlsBuildError::File {
+                field: format!("{at}.key"),
+                path: cert.key.display().to_string(),
+                message: format!(
+                    "private key does not match the certificate in {}",
+                    cert.chain.display()
+                ),
+            });
+        }
+        let backend: Arc<dyn KeyBackend> = Arc::new(LocalKey::new(key));
+        variants.push(build_variant(
+            tls, sessions, index, site, &chain, backend, &at,
+        )?);
+    }
+    // ECDSA first: selection takes the first variant the client can use.
+    variants.sort_by_key(|v| !v.key_type.is_ecdsa());
+    Ok(SiteTls {
+        index,
+        name: site.name.clone(),
+        variants,
+    })
+}
+
+/// Builds a site context for one chain and key backend (the keyless issue calls this with a
+/// remote backend).
+pub fn build_variant(
+    tls: &TlsConfig,
+    sessions: &SessionState,
+    index: usize,
+    site: &SiteConfig,
+    chain: &[X509],
+    backend: Arc<dyn KeyBackend>,
+    at: &str,
+) -> Result<SiteVariant, TlsBuildError> {
+    let mut b = base_builder(tls)?;
+    install_sessions(&mut b, tls, sessions);
+    b.set_certificate(&chain[0]).map_err(setting(at))?;
+    for c in &chain[1..] {
+        b.add_extra_chain_cert(c.clone()).map_err(setting(at))?;
+    }
+    b.set_session_id_context(format!("tlsgate:{}", site.name).as_bytes())
+        .map_err(setting(at))?;
+    let key_type = backend.key_type();
+    b.set_async_private_key_method(KeyMethod(backend));
+    b.set_ex_data(
+        *SITE_TAG,
+        SiteTag {
+            site: index,
+            key_type,
+        },
+    );
+    Ok(SiteVariant {
+        key_type,
+        ctx: b.build(),
+    })
+}
+
+/// Reads a PEM chain (leaf first).
+pub fn load_chain(field: &str, path: &Path) -> Result<Vec<X509>, TlsBuildError> {
+    let err = |message: String| TlsBuildError::File {
+        field: field.into(),
+        path: path.display().to_string(),
+        message,
+    };
+    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let chain =
+        X509::stack_from_pem(&pem).map_err(|e| err(format!("not a PEM certificate chain: {e}")))?;
+    if chain.is_empty() {
+        return Err(err("no certificate in file".into()));
+    }
+    Ok(chain)
+}
+
+/// Reads a PEM private key.
+pub fn load_key(field: &str, path: &Path) -> Result<PKey<boring::pkey::Private>, TlsBuildError> {
+    let err = |message: String| TlsBuildError::File {
+        field: field.into(),
+        path: path.display().to_string(),
+        message,
+    };
+    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    PKey::private_key_from_pem(&pem).map_err(|e| err(format!("not a PEM private key: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpn_prefers_server_order() {
+        let ours = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let client = b"\x08http/1.1\x02h2";
+        assert_eq!(select_alpn(&ours, client), Some(&b"h2"[..]));
+        assert_eq!(select_alpn(&ours, b"\x08http/1.1"), Some(&b"http/1.1"[..]));
+        assert_eq!(select_alpn(&ours, b"\x03foo"), None);
+        assert_eq!(select_alpn(&ours, b"\x09h2"), None, "truncated list");
+    }
+}

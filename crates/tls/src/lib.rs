@@ -1,0 +1,27 @@
+//! tlsgate's TLS layer on BoringSSL.
+//!
+//! - [`context`]: builds the front and per-site contexts; SNI and ECDSA/RSA selection happen in
+//!   BoringSSL's asynchronous certificate-selection hook.
+//! - [`keys`]: the [`keys::KeyBackend`] trait behind the asynchronous private-key hook.
+//! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
+//!   configuration reloads.
+//! - [`handshake_info`]: what a handshake did (version, cipher, group, resumption mechanism).
+//! - [`client_hello`]: ClientHello inspection without I/O.
+//! - [`lint`]: certificate-chain lint for `tlsgate check`.
+//! - [`pki`]: throwaway certificates for the demo and the tests.
+//! - `ffi`: the only module with `unsafe` code.
+
+pub mod client_hello;
+pub mod context;
+mod ffi;
+pub mod handshake_info;
+pub mod keys;
+pub mod lint;
+pub mod pki;
+pub mod session_cache;
+pub mod tickets;
+
+pub use context::{SessionState, TlsBuildError, TlsService};
+pub use ffi::set_max_send_fragment;
+pub use handshake_info::{HandshakeInfo, Resumption};
+pub use keys::KeyType;

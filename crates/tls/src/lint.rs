@@ -1,0 +1,279 @@
+//! Certificate-chain lint for `tlsgate check`: one clear finding per problem, naming the config
+//! field and the file.
+//!
+//! Checks: the key matches the leaf; each certificate is issued by the next; the chain ends at
+//! something a client can anchor (an intermediate issued by a known root, or a root), so no
+//! intermediate is missing; no root sent needlessly; validity (expired, not yet valid, expiring
+//! within 30 days); weak keys and SHA-1 signatures; the leaf covers the site's names.
+
+use crate::context::{load_chain, load_key};
+use boring::pkey::Id;
+use boring::x509::{X509Ref, X509};
+use std::path::Path;
+use tlsgate_config::{Config, Issue};
+
+/// Days before expiry from which `check` warns.
+pub const EXPIRY_WARNING_DAYS: i64 = 30;
+
+/// Trust anchors used to decide whether a chain is complete.
+pub struct TrustAnchors(Vec<X509>);
+
+impl TrustAnchors {
+    /// The system bundle (Debian's ca-certificates) plus extra PEM files.
+    pub fn system_plus(extra: &[&Path]) -> Result<Self, String> {
+        let mut roots = Vec::new();
+        for bundle in [
+            "/etc/ssl/certs/ca-certificates.crt",
+            "/etc/pki/tls/certs/ca-bundle.crt",
+        ] {
+            if let Ok(pem) = std::fs::read(bundle) {
+                roots.extend(X509::stack_from_pem(&pem).unwrap_or_default());
+                break;
+            }
+        }
+        for path in extra {
+            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            roots.extend(
+                X509::stack_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?,
+            );
+        }
+        Ok(Self(roots))
+    }
+
+    /// No anchors at all (tests).
+    pub fn none() -> Self {
+        Self(Vec::new())
+    }
+
+    fn issuer_of(&self, cert: &X509Ref) -> Option<&X509> {
+        self.0.iter().find(|root| issued(root, cert))
+    }
+}
+
+fn issued(issuer: &X509Ref, subject: &X509Ref) -> bool {
+    issuer.issued(subject).is_ok()
+        && issuer
+            .public_key()
+            .is_ok_and(|k| subject.verify(&k).unwrap_or(false))
+}
+
+fn self_signed(cert: &X509Ref) -> bool {
+    issued(cert, cert)
+}
+
+fn subject(cert: &X509Ref) -> String {
+    cert.subject_name()
+        .entries()
+        .filter_map(|e| e.data().as_utf8().ok().map(|s| s.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn issuer_name(cert: &X509Ref) -> String {
+    cert.issuer_name()
+        .entries()
+        .filter_map(|e| e.data().as_utf8().ok().map(|s| s.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Lints every certificate of every site.
+pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    for (i, site) in config.sites.iter().enumerate() {
+        for (j, cert) in site.certificates.iter().enumerate() {
+            let at = format!("site[{i}].certificate[{j}]");
+            issues.extend(lint_one(
+                &at,
+                &cert.chain,
+                &cert.key,
+                &site.server_names,
+                anchors,
+                now_unix,
+            ));
+        }
+    }
+    issues
+}
+
+/// Lints one chain file and its key file.
+pub fn lint_one(
+    at: &str,
+    chain_path: &Path,
+    key_path: &Path,
+    names: &[String],
+    anchors: &TrustAnchors,
+    now: i64,
+) -> Vec<Issue> {
+    let mut out = Vec::new();
+    let chain_field = format!("{at}.chain");
+    let file = chain_path.display().to_string();
+    let chain = match load_chain(&chain_field, chain_path) {
+        Ok(c) => c,
+        Err(e) => return vec![Issue::error(chain_field, e.to_string())],
+    };
+    match load_key(&format!("{at}.key"), key_path) {
+        Ok(key) => {
+            if !chain[0].public_key().is_ok_and(|pk| pk.public_eq(&key)) {
+                out.push(Issue::error(
+                    format!("{at}.key"),
+                    format!(
+                        "{}: private key does not match the certificate (first in {file})",
+                        key_path.display()
+                    ),
+                ));
+            }
+        }
+        Err(e) => out.push(Issue::error(format!("{at}.key"), e.to_string())),
+    }
+
+    // Order and completeness.
+    for k in 0..chain.len().saturating_sub(1) {
+        if !issued(&chain[k + 1], &chain[k]) {
+            let elsewhere = chain
+                .iter()
+                .enumerate()
+                .find(|(m, c)| *m != k && issued(c, &chain[k]));
+            let msg = match elsewhere {
+                Some((m, _)) => format!(
+                    "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
+                    subject(&chain[k])
+                ),
+                None => format!(
+                    "{file}: certificate {} (\"{}\") did not issue certificate {k} (\"{}\"); the chain is broken",
+                    k + 1,
+                    subject(&chain[k + 1]),
+                    subject(&chain[k])
+                ),
+            };
+            out.push(Issue::error(&chain_field, msg));
+        }
+    }
+    let last = chain.last().expect("non-empty");
+    if chain.len() > 1 && self_signed(last) {
+        out.push(Issue::warning(
+            &chain_field,
+            format!(
+                "{file}: root certificate \"{}\" included needlessly (clients already hold their roots); removing it saves {} bytes per full handshake",
+                subject(last),
+                last.to_der().map_or(0, |d| d.len())
+            ),
+        ));
+    } else if !self_signed(last) && anchors.issuer_of(last).is_none() {
+        out.push(Issue::error(
+            &chain_field,
+            format!(
+                "{file}: missing intermediate: the issuer \"{}\" of \"{}\" is neither in the chain nor a known root (for a private CA, pass --ca FILE)",
+                issuer_name(last),
+                subject(last)
+            ),
+        ));
+    } else if chain.len() == 1 && self_signed(last) {
+        out.push(Issue::warning(
+            &chain_field,
+            format!("{file}: the certificate is self-signed; clients will not trust it"),
+        ));
+    }
+
+    // Per-certificate checks.
+    for (k, cert) in chain.iter().enumerate() {
+        lint_cert(&chain_field, &file, k, cert, now, &mut out);
+    }
+    if let Some(uncovered) = names.iter().find(|n| !covers(&chain[0], n)) {
+        out.push(Issue::warning(
+            &chain_field,
+            format!("{file}: the certificate does not cover the site's server name {uncovered:?}"),
+        ));
+    }
+    out
+}
+
+fn lint_cert(field: &str, file: &str, k: usize, cert: &X509Ref, now: i64, out: &mut Vec<Issue>) {
+    let Ok(der) = cert.to_der() else { return };
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(&der) else {
+        out.push(Issue::error(
+            field,
+            format!("{file}: certificate {k} cannot be parsed"),
+        ));
+        return;
+    };
+    let name = subject(cert);
+    let not_after = parsed.validity().not_after.timestamp();
+    let not_before = parsed.validity().not_before.timestamp();
+    if not_after < now {
+        out.push(Issue::error(
+            field,
+            format!(
+                "{file}: certificate {k} (\"{name}\") expired on {}",
+                parsed.validity().not_after
+            ),
+        ));
+    } else if not_after < now + EXPIRY_WARNING_DAYS * 86_400 {
+        let days = (not_after - now) / 86_400;
+        out.push(Issue::warning(
+            field,
+            format!(
+                "{file}: certificate {k} (\"{name}\") expires in {days} days, on {}",
+                parsed.validity().not_after
+            ),
+        ));
+    }
+    if not_before > now {
+        out.push(Issue::error(
+            field,
+            format!(
+                "{file}: certificate {k} (\"{name}\") is not valid before {}",
+                parsed.validity().not_before
+            ),
+        ));
+    }
+    if let Ok(key) = cert.public_key() {
+        let bits = key.bits();
+        let weak = match key.id() {
+            Id::RSA => bits < 2048,
+            Id::EC => bits < 256,
+            _ => false,
+        };
+        if weak {
+            out.push(Issue::error(
+                field,
+                format!("{file}: certificate {k} (\"{name}\") has a weak {bits}-bit key"),
+            ));
+        }
+    }
+    let sig_oid = parsed.signature_algorithm.algorithm.to_id_string();
+    let sha1 = ["1.2.840.113549.1.1.5", "1.2.840.10045.4.1"];
+    if sha1.contains(&sig_oid.as_str()) && !self_signed(cert) {
+        out.push(Issue::warning(
+            field,
+            format!(
+                "{file}: certificate {k} (\"{name}\") is signed with SHA-1, which clients reject"
+            ),
+        ));
+    }
+}
+
+fn covers(leaf: &X509Ref, name: &str) -> bool {
+    let Some(sans) = leaf.subject_alt_names() else {
+        return false;
+    };
+    let name = name.to_ascii_lowercase();
+    sans.iter().any(|san| {
+        san.dnsname().is_some_and(|d| {
+            let d = d.to_ascii_lowercase();
+            d == name
+                || (d.starts_with("*.") && name.starts_with("*.") && d == name)
+                || d.strip_prefix("*.")
+                    .is_some_and(|p| name.split_once('.').is_some_and(|(_, rest)| rest == p))
+        }) || san
+            .ipaddress()
+            .is_some_and(|ip| name.parse::<std::net::IpAddr>().is_ok_and(|n| ip_eq(ip, n)))
+    })
+}
+
+fn ip_eq(raw: &[u8], ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => raw == v4.octets(),
+        std::net::IpAddr::V6(v6) => raw == v6.octets(),
+    }
+}

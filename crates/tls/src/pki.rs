@@ -1,0 +1,182 @@
+//! Throwaway PKI: the demo gateway's CA and leaves, and the certificates tests need (expired,
+//! expiring, intermediates, mismatched keys). Built with rcgen; RSA keys come from BoringSSL.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use std::time::{Duration, SystemTime};
+
+/// Key algorithm of a generated certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// ECDSA P-256 with SHA-256.
+    EcdsaP256,
+    /// ECDSA P-384 with SHA-384.
+    EcdsaP384,
+    /// RSA of the given size with SHA-256.
+    Rsa(u32),
+}
+
+/// Why generation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("certificate generation failed: {0}")]
+pub struct PkiError(String);
+
+fn e(err: impl std::fmt::Display) -> PkiError {
+    PkiError(err.to_string())
+}
+
+/// A generated key pair with its PEM.
+pub struct GeneratedKey {
+    /// rcgen's handle (for signing).
+    pub pair: KeyPair,
+    /// PKCS#8 PEM.
+    pub pem: String,
+}
+
+/// Generates a key of `kind`.
+pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
+    let pair = match kind {
+        KeyKind::EcdsaP256 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(e)?,
+        KeyKind::EcdsaP384 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).map_err(e)?,
+        KeyKind::Rsa(bits) => {
+            let rsa = boring::rsa::Rsa::generate(bits).map_err(e)?;
+            let pkey = boring::pkey::PKey::from_rsa(rsa).map_err(e)?;
+            let pem = String::from_utf8(pkey.private_key_to_pem_pkcs8().map_err(e)?).map_err(e)?;
+            KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256).map_err(e)?
+        }
+    };
+    let pem = pair.serialize_pem();
+    Ok(GeneratedKey { pair, pem })
+}
+
+/// What to put in a certificate.
+#[derive(Debug, Clone)]
+pub struct CertSpec {
+    /// Common name.
+    pub common_name: String,
+    /// DNS names and IP addresses for subjectAltName (leaves).
+    pub names: Vec<String>,
+    /// Key algorithm.
+    pub key: KeyKind,
+    /// Validity start.
+    pub not_before: SystemTime,
+    /// Validity end.
+    pub not_after: SystemTime,
+    /// A CA certificate (can sign others).
+    pub is_ca: bool,
+}
+
+impl CertSpec {
+    /// A leaf for `names`, valid from an hour ago for `days`.
+    pub fn leaf(names: &[&str], key: KeyKind, days: u64) -> Self {
+        let now = SystemTime::now();
+        Self {
+            common_name: names.first().copied().unwrap_or("localhost").to_string(),
+            names: names.iter().map(|s| s.to_string()).collect(),
+            key,
+            not_before: now - Duration::from_secs(3600),
+            not_after: now + Duration::from_secs(days * 86_400),
+            is_ca: false,
+        }
+    }
+
+    /// A CA valid from an hour ago for `days`.
+    pub fn ca(common_name: &str, key: KeyKind, days: u64) -> Self {
+        Self {
+            common_name: common_name.into(),
+            names: vec![],
+            is_ca: true,
+            ..Self::leaf(&[], key, days)
+        }
+    }
+}
+
+/// A certificate with its key, able to issue others when it is a CA.
+pub struct Certified {
+    /// PEM of the certificate alone.
+    pub cert_pem: String,
+    /// PEM of its private key.
+    pub key_pem: String,
+    params: CertificateParams,
+    key: KeyPair,
+}
+
+impl Certified {
+    /// Issues a certificate for `spec`, signed by `issuer` (or self-signed when `None`).
+    pub fn issue(spec: &CertSpec, issuer: Option<&Certified>) -> Result<Self, PkiError> {
+        let key = generate_key(spec.key)?;
+        Self::issue_with_key(spec, key, issuer)
+    }
+
+    /// Like [`Certified::issue`] with a given key.
+    pub fn issue_with_key(
+        spec: &CertSpec,
+        key: GeneratedKey,
+        issuer: Option<&Certified>,
+    ) -> Result<Self, PkiError> {
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, spec.common_name.clone());
+        dn.push(DnType::OrganizationName, "tlsgate");
+        params.distinguished_name = dn;
+        params.not_before = spec.not_before.into();
+        params.not_after = spec.not_after.into();
+        params.serial_number = Some(rand::random::<u64>().into());
+        if spec.is_ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.key_usages = vec![
+                KeyUsagePurpose::KeyCertSign,
+                KeyUsagePurpose::CrlSign,
+                KeyUsagePurpose::DigitalSignature,
+            ];
+        } else {
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            for name in &spec.names {
+                params
+                    .subject_alt_names
+                    .push(match name.parse::<std::net::IpAddr>() {
+                        Ok(ip) => SanType::IpAddress(ip),
+                        Err(_) => SanType::DnsName(name.clone().try_into().map_err(e)?),
+                    });
+            }
+        }
+        let cert = match issuer {
+            Some(ca) => {
+                let signer = Issuer::from_params(&ca.params, &ca.key);
+                params.signed_by(&key.pair, &signer).map_err(e)?
+            }
+            None => params.self_signed(&key.pair).map_err(e)?,
+        };
+        Ok(Self {
+            cert_pem: cert.pem(),
+            key_pem: key.pem,
+            params,
+            key: key.pair,
+        })
+    }
+}
+
+/// The demo gateway's PKI: a CA, an ECDSA P-256 leaf and an RSA-2048 leaf for localhost.
+pub struct DemoPki {
+    /// The CA (its PEM goes to `ca.pem`).
+    pub ca: Certified,
+    /// ECDSA leaf.
+    pub ecdsa: Certified,
+    /// RSA leaf.
+    pub rsa: Certified,
+}
+
+/// Generates the demo PKI.
+pub fn demo_pki() -> Result<DemoPki, PkiError> {
+    let ca = Certified::issue(
+        &CertSpec::ca("tlsgate demo CA", KeyKind::EcdsaP256, 3650),
+        None,
+    )?;
+    let names = ["localhost", "127.0.0.1", "::1"];
+    let ecdsa = Certified::issue(&CertSpec::leaf(&names, KeyKind::EcdsaP256, 365), Some(&ca))?;
+    let rsa = Certified::issue(&CertSpec::leaf(&names, KeyKind::Rsa(2048), 365), Some(&ca))?;
+    Ok(DemoPki { ca, ecdsa, rsa })
+}

@@ -1,0 +1,60 @@
+//! The `tlsgate` command: `serve`, `check`, `reload`.
+#![forbid(unsafe_code)]
+
+mod check;
+mod demo;
+mod logging;
+mod reload;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// tlsgate: a TLS-terminating reverse proxy built for the lowest handshake cost.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway.
+    Serve(serve::ServeArgs),
+    /// Validate a configuration and lint every certificate chain (exit status 1 on errors).
+    Check {
+        /// Configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Extra trust anchors (PEM) for private CAs, besides the system bundle.
+        #[arg(long = "ca")]
+        ca: Vec<PathBuf>,
+    },
+    /// Ask a running gateway to re-read its configuration and certificates.
+    Reload {
+        /// The configuration file the gateway runs with (its admin address is read from it).
+        #[arg(long, short, required_unless_present = "admin")]
+        config: Option<PathBuf>,
+        /// The admin listener's address, instead of reading it from the configuration.
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Check { config, ca } => check::run(&config, &ca),
+        Command::Reload { config, admin } => reload::run(config.as_deref(), admin),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tlsgate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

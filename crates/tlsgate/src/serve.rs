@@ -1,0 +1,332 @@
+//! `tlsgate serve`: load the configuration, bind every listener once per worker (SO_REUSEPORT),
+//! run one single-threaded event loop per worker, and a control loop on the main thread for the
+//! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain) and ticket-key rotation.
+
+use crate::demo::{self, DemoPorts};
+use anyhow::Context;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tlsgate_admin::{AdminHooks, Metrics};
+use tlsgate_config::{Config, ListenerConfig};
+use tlsgate_proxy::{listener, Gateway};
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Configuration file.
+    #[arg(long, short, required_unless_present = "demo", conflicts_with = "demo")]
+    config: Option<PathBuf>,
+    /// Run the built-in demo: throwaway CA and certificates for localhost, a built-in page.
+    #[arg(long)]
+    demo: bool,
+    /// Demo state directory (CA at <state-dir>/ca.pem).
+    #[arg(long, default_value = "./tlsgate-demo")]
+    state_dir: PathBuf,
+    /// Demo HTTPS port.
+    #[arg(long, default_value_t = 8443)]
+    https_port: u16,
+    /// Demo plain-HTTP (redirect) port.
+    #[arg(long, default_value_t = 8080)]
+    http_port: u16,
+    /// Demo admin (metrics) port.
+    #[arg(long, default_value_t = 9090)]
+    admin_port: u16,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let (path, banner) = if args.demo {
+        let ports = DemoPorts {
+            https: args.https_port,
+            http: args.http_port,
+            admin: args.admin_port,
+        };
+        let path = demo::prepare(&args.state_dir, ports)?;
+        (path, Some(demo::banner(&args.state_dir, ports)))
+    } else {
+        (
+            args.config.expect("clap enforces --config without --demo"),
+            None,
+        )
+    };
+    let loaded = tlsgate_config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    crate::logging::init(&loaded.config.log);
+    for issue in tlsgate_config::validate::validate(&loaded.config) {
+        tracing::warn!("{}: {issue}", path.display());
+    }
+    let config = loaded.config;
+    let metrics = Arc::new(Metrics::new());
+    let gateway = Gateway::new(config.clone(), metrics.clone())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+
+    let workers = match config.server.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // Bind everything up front so a busy port is a clear startup error, not a worker's log line.
+    let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for l in &config.listeners {
+        for sockets in per_worker.iter_mut() {
+            let socket = listener::bind(l.listen, l.backlog)
+                .with_context(|| format!("cannot listen on {}", l.listen))?;
+            sockets.push((socket, l.clone()));
+        }
+    }
+    let admin = match config.admin.listen {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .with_context(|| format!("admin.listen: cannot listen on {addr}"))?;
+            l.set_nonblocking(true)?;
+            Some(l)
+        }
+        None => None,
+    };
+
+    let mut threads = Vec::new();
+    for (i, sockets) in per_worker.into_iter().enumerate() {
+        let gw = gateway.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("tlsgate-worker-{i}"))
+            .spawn(move || worker(gw, sockets))
+            .context("cannot start a worker thread")?;
+        threads.push(handle);
+    }
+    tracing::info!(
+        workers,
+        listeners = ?config.listeners.iter().map(|l| l.listen.to_string()).collect::<Vec<_>>(),
+        admin = ?config.admin.listen,
+        "tlsgate serving (generation 1)"
+    );
+    if let Some(banner) = banner {
+        println!("{banner}");
+    }
+
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    control.block_on(control_loop(gateway.clone(), metrics, path, admin));
+    for t in threads {
+        let _ = t.join();
+    }
+    tracing::info!("tlsgate stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One worker: its own event loop and sockets; returns once drained after shutdown.
+fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerConfig)>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a worker event loop");
+            return;
+        }
+    };
+    rt.block_on(async move {
+        for (socket, config) in sockets {
+            tokio::spawn(listener::accept_loop(gateway.clone(), socket, config));
+        }
+        let mut shutdown = gateway.shutdown_signal();
+        while !*shutdown.borrow() {
+            if shutdown.changed().await.is_err() {
+                break;
+            }
+        }
+        let deadline = Instant::now() + gateway.current().config.server.drain_timeout.get();
+        while gateway.open_connections() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+struct Control {
+    gateway: Arc<Gateway>,
+    metrics: Arc<Metrics>,
+    path: PathBuf,
+    reload_lock: tokio::sync::Mutex<()>,
+}
+
+impl Control {
+    async fn reload(&self) -> Result<String, String> {
+        let _serial = self.reload_lock.lock().await;
+        let result = self.try_reload();
+        let label = if result.is_ok() { "ok" } else { "error" };
+        self.metrics
+            .reloads
+            .get_or_create(&tlsgate_admin::metrics::ResultLabels { result: label })
+            .inc();
+        match &result {
+            Ok(summary) => tracing::info!("{summary}"),
+            Err(reason) => tracing::error!(
+                "reload refused, still serving generation {}: {reason}",
+                self.gateway.current().id
+            ),
+        }
+        result
+    }
+
+    fn try_reload(&self) -> Result<String, String> {
+        let loaded = tlsgate_config::load(&self.path).map_err(|e| e.to_string())?;
+        let old = self.gateway.current();
+        if listeners_differ(&old.config, &loaded.config) {
+            tracing::warn!("listener or admin changes take effect only after a restart; the running sockets are kept");
+        }
+        let id = self.gateway.install(loaded.config)?;
+        Ok(format!(
+            "configuration reloaded from {} (generation {id})",
+            self.path.display()
+        ))
+    }
+}
+
+fn listeners_differ(a: &Config, b: &Config) -> bool {
+    let key = |c: &Config| {
+        c.listeners
+            .iter()
+            .map(|l| (l.listen, l.kind, l.backlog))
+            .collect::<Vec<_>>()
+    };
+    key(a) != key(b) || a.admin.listen != b.admin.listen || a.server.workers != b.server.workers
+}
+
+struct Hooks(Arc<Control>);
+
+impl AdminHooks for Hooks {
+    fn before_scrape(&self) {
+        let gw = &self.0.gateway;
+        let m = &self.0.metrics;
+        let cache = &gw.sessions.cache;
+        let tickets = &gw.sessions.tickets;
+        use std::sync::atomic::Ordering::Relaxed;
+        m.set_gauge("session_cache_entries", cache.len() as u64);
+        m.set_gauge(
+            "session_cache_stored_total",
+            cache.stats.stored.load(Relaxed),
+        );
+        m.set_gauge("session_cache_hits_total", cache.stats.hits.load(Relaxed));
+        m.set_gauge(
+            "session_cache_misses_total",
+            cache.stats.misses.load(Relaxed),
+        );
+        m.set_gauge("ticket_keys", tickets.key_names().len() as u64);
+        m.set_gauge(
+            "ticket_key_rotations_total",
+            tickets.stats.rotations.load(Relaxed),
+        );
+        m.set_gauge(
+            "tickets_issued_total",
+            tickets.stats.encrypted.load(Relaxed),
+        );
+        m.set_gauge(
+            "tickets_accepted_total",
+            tickets.stats.decrypted_current.load(Relaxed),
+        );
+        m.set_gauge(
+            "tickets_accepted_renewed_total",
+            tickets.stats.decrypted_renew.load(Relaxed),
+        );
+        m.set_gauge(
+            "tickets_unknown_key_total",
+            tickets.stats.unknown_key.load(Relaxed),
+        );
+        m.set_gauge("config_generation", gw.current().id);
+    }
+
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+        let control = self.0.clone();
+        Box::pin(async move { control.reload().await })
+    }
+}
+
+async fn control_loop(
+    gateway: Arc<Gateway>,
+    metrics: Arc<Metrics>,
+    path: PathBuf,
+    admin: Option<std::net::TcpListener>,
+) {
+    let control = Arc::new(Control {
+        gateway: gateway.clone(),
+        metrics: metrics.clone(),
+        path,
+        reload_lock: Default::default(),
+    });
+    if let Some(l) = admin {
+        match tokio::net::TcpListener::from_std(l) {
+            Ok(l) => {
+                tokio::spawn(tlsgate_admin::serve_admin(
+                    l,
+                    metrics.clone(),
+                    Arc::new(Hooks(control.clone())),
+                ));
+            }
+            Err(e) => tracing::error!(error = %e, "cannot start the admin listener"),
+        }
+    }
+    tokio::spawn(rotate_ticket_keys(gateway.clone()));
+    let (mut hup, mut term, mut int) = match (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(h), Ok(t), Ok(i)) => (h, t, i),
+        _ => {
+            tracing::error!("cannot install signal handlers");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: reloading configuration");
+                let _ = control.reload().await;
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    let drain = gateway.current().config.server.drain_timeout.get();
+    tracing::info!(
+        open = gateway.open_connections(),
+        "shutting down: draining connections for up to {drain:?}"
+    );
+    gateway.begin_shutdown();
+    let deadline = Instant::now() + drain;
+    while gateway.open_connections() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if gateway.open_connections() > 0 {
+        tracing::warn!(
+            open = gateway.open_connections(),
+            "drain deadline reached; closing the remaining connections"
+        );
+    }
+}
+
+/// Rotates ticket keys every `tls.tickets.rotation` (re-read after each rotation, so reloads
+/// apply) and erases expired keys every few seconds.
+async fn rotate_ticket_keys(gateway: Arc<Gateway>) {
+    let mut last = Instant::now();
+    loop {
+        let rotation = gateway.current().config.tls.tickets.rotation.get();
+        let wait = rotation
+            .saturating_sub(last.elapsed())
+            .min(Duration::from_secs(5));
+        tokio::time::sleep(wait).await;
+        if last.elapsed() >= rotation {
+            gateway.sessions.tickets.rotate();
+            last = Instant::now();
+            tracing::debug!(
+                keys = gateway.sessions.tickets.key_names().len(),
+                "ticket key rotated"
+            );
+        } else {
+            gateway.sessions.tickets.purge();
+        }
+    }
+}
