@@ -177,11 +177,7 @@ impl Metrics {
             upstream_duration.clone(),
         );
         let upstream_errors = Family::default();
-        registry.register(
-            "upstream_errors",
-            "Upstream failures by kind",
-            upstream_errors.clone(),
-        );
+        registry.register("upstream_errors", "Upstream failures by kind", upstream_errors.clone());
         let bytes_in = Counter::default();
         registry.register(
             "client_bytes_received",
@@ -195,11 +191,7 @@ impl Metrics {
             bytes_out.clone(),
         );
         let reloads = Family::default();
-        registry.register(
-            "config_reloads",
-            "Configuration reload attempts",
-            reloads.clone(),
-        );
+        registry.register("config_reloads", "Configuration reload attempts", reloads.clone());
         let state = Family::default();
         registry.register(
             "state",
@@ -232,8 +224,7 @@ impl Metrics {
     /// Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
 }

@@ -23,11 +23,7 @@ pub trait AdminHooks: Send + Sync + 'static {
 }
 
 /// Serves the admin endpoints on `listener` until the task is dropped.
-pub async fn serve_admin(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
-    hooks: Arc<dyn AdminHooks>,
-) {
+pub async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, hooks: Arc<dyn AdminHooks>) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -40,9 +36,7 @@ pub async fn serve_admin(
         let metrics = metrics.clone();
         let hooks = hooks.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                handle(req, metrics.clone(), hooks.clone(), peer)
-            });
+            let service = hyper::service::service_fn(move |req| handle(req, metrics.clone(), hooks.clone(), peer));
             let io = hyper_util::rt::TokioIo::new(stream);
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(io, service)
@@ -84,10 +78,7 @@ async fn handle(
             tracing::info!(%peer, "reload requested through the admin listener");
             match hooks.reload().await {
                 Ok(summary) => text(StatusCode::OK, format!("{summary}\n")),
-                Err(reason) => text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("reload refused: {reason}\n"),
-                ),
+                Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("reload refused: {reason}\n")),
             }
         }
         _ => text(

@@ -112,16 +112,10 @@ fn validate_server(config: &Config, issues: &mut Vec<Issue>) {
         issues.push(Issue::error("server.max_connections", "must be at least 1"));
     }
     if s.handshake_timeout.get().is_zero() {
-        issues.push(Issue::error(
-            "server.handshake_timeout",
-            "must be above zero",
-        ));
+        issues.push(Issue::error("server.handshake_timeout", "must be above zero"));
     }
     if s.max_request_header_bytes < 1024 {
-        issues.push(Issue::error(
-            "server.max_request_header_bytes",
-            "must be at least 1024",
-        ));
+        issues.push(Issue::error("server.max_request_header_bytes", "must be at least 1024"));
     }
     if let Some(addr) = config.admin.listen {
         if !addr.ip().is_loopback() && !config.admin.allow_non_loopback {
@@ -138,10 +132,7 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
         issues.push(Issue::error("tls.min_version", "is above tls.max_version"));
     }
     if tls.groups.is_empty() {
-        issues.push(Issue::error(
-            "tls.groups",
-            "at least one key-exchange group is needed",
-        ));
+        issues.push(Issue::error("tls.groups", "at least one key-exchange group is needed"));
     }
     for (i, g) in tls.groups.iter().enumerate() {
         if !KNOWN_GROUPS.contains(&g.as_str()) {
@@ -152,10 +143,7 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
         }
     }
     if tls.alpn.is_empty() {
-        issues.push(Issue::error(
-            "tls.alpn",
-            "offer at least one of h2, http/1.1",
-        ));
+        issues.push(Issue::error("tls.alpn", "offer at least one of h2, http/1.1"));
     }
     for (i, p) in tls.alpn.iter().enumerate() {
         if !KNOWN_ALPN.contains(&p.as_str()) {
@@ -170,24 +158,21 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
         .split([':', '|', '[', ']', ','])
         .filter(|p| !p.is_empty())
     {
-        let forward_secret =
-            part.starts_with("ECDHE-") || part.starts_with("ECDHE+") || part == "ECDHE";
-        let aead = part.contains("GCM")
-            || part.contains("CHACHA20")
-            || part.starts_with('!')
-            || part.starts_with('-');
+        let forward_secret = part.starts_with("ECDHE-") || part.starts_with("ECDHE+") || part == "ECDHE";
+        let aead = part.contains("GCM") || part.contains("CHACHA20") || part.starts_with('!') || part.starts_with('-');
         if part.starts_with('!') || part.starts_with('-') {
             continue;
         }
         if !forward_secret {
             issues.push(Issue::error(
                 "tls.ciphers_tls12",
-                format!(
-                    "{part:?} is not a forward-secret ECDHE suite; RSA key exchange is not allowed"
-                ),
+                format!("{part:?} is not a forward-secret ECDHE suite; RSA key exchange is not allowed"),
             ));
         } else if !aead {
-            issues.push(Issue::error("tls.ciphers_tls12", format!("{part:?} is not an AEAD (GCM or ChaCha20-Poly1305) suite; CBC suites are not allowed")));
+            issues.push(Issue::error(
+                "tls.ciphers_tls12",
+                format!("{part:?} is not an AEAD (GCM or ChaCha20-Poly1305) suite; CBC suites are not allowed"),
+            ));
         }
     }
     if tls.session_cache.enabled && tls.session_cache.size == 0 {
@@ -197,10 +182,7 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
         ));
     }
     if tls.session_cache.timeout.get().is_zero() {
-        issues.push(Issue::error(
-            "tls.session_cache.timeout",
-            "must be above zero",
-        ));
+        issues.push(Issue::error("tls.session_cache.timeout", "must be above zero"));
     }
     if tls.tickets.rotation.get().as_secs() < 1 {
         issues.push(Issue::error("tls.tickets.rotation", "must be at least 1s"));
@@ -218,10 +200,7 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
 
 fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
     if config.listeners.is_empty() {
-        issues.push(Issue::error(
-            "listener",
-            "at least one [[listener]] is required",
-        ));
+        issues.push(Issue::error("listener", "at least one [[listener]] is required"));
     }
     let mut seen = HashSet::new();
     for (i, l) in config.listeners.iter().enumerate() {
@@ -232,10 +211,7 @@ fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
             ));
         }
         if l.backlog == 0 {
-            issues.push(Issue::error(
-                format!("listener[{i}].backlog"),
-                "must be at least 1",
-            ));
+            issues.push(Issue::error(format!("listener[{i}].backlog"), "must be at least 1"));
         }
         if l.kind == ListenerKind::Redirect && !matches!(l.redirect_status, 301 | 302 | 307 | 308) {
             issues.push(Issue::error(
@@ -250,12 +226,7 @@ fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
             ));
         }
     }
-    if !config
-        .listeners
-        .iter()
-        .any(|l| l.kind == ListenerKind::Https)
-        && !config.listeners.is_empty()
-    {
+    if !config.listeners.iter().any(|l| l.kind == ListenerKind::Https) && !config.listeners.is_empty() {
         issues.push(Issue::warning(
             "listener",
             "no https listener: tlsgate will only redirect",
@@ -269,10 +240,7 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
     }
     let defaults = config.sites.iter().filter(|s| s.default).count();
     if defaults > 1 {
-        issues.push(Issue::error(
-            "site",
-            "more than one site sets default = true",
-        ));
+        issues.push(Issue::error("site", "more than one site sets default = true"));
     }
     let upstreams: HashSet<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
     let mut names = HashSet::new();
@@ -293,9 +261,10 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
         }
         for (j, host) in site.server_names.iter().enumerate() {
             let valid = !host.is_empty()
-                && host.trim_start_matches("*.").split('.').all(|l| {
-                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                });
+                && host
+                    .trim_start_matches("*.")
+                    .split('.')
+                    .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
             if !valid {
                 issues.push(Issue::error(
                     format!("{at}.server_names[{j}]"),
@@ -334,16 +303,12 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
         for (j, r) in site.routes.iter().enumerate() {
             let rat = format!("{at}.route[{j}]");
             if !r.path_prefix.starts_with('/') {
-                issues.push(Issue::error(
-                    format!("{rat}.path_prefix"),
-                    "must start with /",
-                ));
+                issues.push(Issue::error(format!("{rat}.path_prefix"), "must start with /"));
             }
             match (&r.upstream, &r.fixed_response) {
-                (Some(_), Some(_)) => issues.push(Issue::error(
-                    &rat,
-                    "set either upstream or fixed_response, not both",
-                )),
+                (Some(_), Some(_)) => {
+                    issues.push(Issue::error(&rat, "set either upstream or fixed_response, not both"))
+                }
                 (None, None) => issues.push(Issue::error(&rat, "set upstream or fixed_response")),
                 (Some(u), None) if !upstreams.contains(u.as_str()) => issues.push(Issue::error(
                     format!("{rat}.upstream"),
@@ -370,10 +335,7 @@ fn validate_upstreams(config: &Config, issues: &mut Vec<Issue>) {
             ));
         }
         if u.servers.is_empty() {
-            issues.push(Issue::error(
-                format!("{at}.servers"),
-                "list at least one host:port",
-            ));
+            issues.push(Issue::error(format!("{at}.servers"), "list at least one host:port"));
         }
         for (j, s) in u.servers.iter().enumerate() {
             let ok = s
@@ -387,16 +349,10 @@ fn validate_upstreams(config: &Config, issues: &mut Vec<Issue>) {
             }
         }
         if u.connect_timeout.get().is_zero() {
-            issues.push(Issue::error(
-                format!("{at}.connect_timeout"),
-                "must be above zero",
-            ));
+            issues.push(Issue::error(format!("{at}.connect_timeout"), "must be above zero"));
         }
         if u.header_timeout.get().is_zero() {
-            issues.push(Issue::error(
-                format!("{at}.header_timeout"),
-                "must be above zero",
-            ));
+            issues.push(Issue::error(format!("{at}.header_timeout"), "must be above zero"));
         }
     }
 }

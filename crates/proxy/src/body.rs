@@ -11,7 +11,5 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A body holding `bytes`.
 pub fn full(bytes: Bytes) -> Body {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }

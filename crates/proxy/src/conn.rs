@@ -40,20 +40,14 @@ pub fn classify_failure(text: &str) -> &'static str {
         ("TLSV1_ALERT", "client_alert"),
         ("SSLV3_ALERT", "client_alert"),
     ];
-    TABLE
-        .iter()
-        .find(|(needle, _)| text.contains(needle))
-        .map_or(
-            if text.contains("unexpected EOF")
-                || text.contains("reset by peer")
-                || text.contains("Broken pipe")
-            {
-                "client_closed"
-            } else {
-                "other"
-            },
-            |(_, label)| label,
-        )
+    TABLE.iter().find(|(needle, _)| text.contains(needle)).map_or(
+        if text.contains("unexpected EOF") || text.contains("reset by peer") || text.contains("Broken pipe") {
+            "client_closed"
+        } else {
+            "other"
+        },
+        |(_, label)| label,
+    )
 }
 
 /// What BoringSSL reports when plain HTTP arrives on a TLS port; we answer it in plain HTTP.
@@ -250,10 +244,7 @@ mod tests {
             "plaintext_http"
         );
         assert_eq!(classify_failure("...:WRONG_VERSION_NUMBER"), "malformed");
-        assert_eq!(
-            classify_failure("...:NO_SHARED_CIPHER"),
-            "no_shared_parameters"
-        );
+        assert_eq!(classify_failure("...:NO_SHARED_CIPHER"), "no_shared_parameters");
         assert_eq!(classify_failure("unexpected EOF"), "client_closed");
         assert_eq!(classify_failure("something new"), "other");
     }

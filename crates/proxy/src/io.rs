@@ -77,11 +77,7 @@ impl<S> MeteredStream<S> {
 }
 
 impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
         let before = buf.filled().len();
         let res = this.inner.poll_read(cx, buf);
@@ -95,11 +91,7 @@ impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
 }
 
 impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.project();
         let res = this.inner.poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &res {

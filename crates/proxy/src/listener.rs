@@ -27,11 +27,7 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpList
 }
 
 /// Accepts connections on one socket until the gateway shuts down.
-pub async fn accept_loop(
-    gateway: Arc<Gateway>,
-    listener: std::net::TcpListener,
-    config: ListenerConfig,
-) {
+pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener, config: ListenerConfig) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -67,13 +63,7 @@ pub async fn accept_loop(
                 tokio::spawn(crate::conn::serve_tls(gw, tcp, peer, guard));
             }
             ListenerKind::Redirect => {
-                tokio::spawn(crate::redirect::serve_redirect(
-                    gw,
-                    tcp,
-                    peer,
-                    guard,
-                    config.clone(),
-                ));
+                tokio::spawn(crate::redirect::serve_redirect(gw, tcp, peer, guard, config.clone()));
             }
         }
     }

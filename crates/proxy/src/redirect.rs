@@ -14,11 +14,7 @@ use tlsgate_config::ListenerConfig;
 /// The redirect target for a request, or None without a usable Host.
 pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> {
     let host = request_host(req)?;
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
     let port = match https_port {
         None | Some(443) => String::new(),
         Some(p) => format!(":{p}"),
@@ -36,8 +32,7 @@ pub async fn serve_redirect(
     config: ListenerConfig,
 ) {
     let _guard = guard;
-    let status =
-        StatusCode::from_u16(config.redirect_status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
+    let status = StatusCode::from_u16(config.redirect_status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
     let metrics = gateway.metrics.clone();
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         let response: Response<Body> = match location(&req, config.https_port) {
@@ -49,9 +44,7 @@ pub async fn serve_redirect(
                 .expect("valid redirect"),
             None => Response::builder()
                 .status(StatusCode::BAD_REQUEST)
-                .body(full(Bytes::from_static(
-                    b"400 Bad Request: Host header required\n",
-                )))
+                .body(full(Bytes::from_static(b"400 Bad Request: Host header required\n")))
                 .expect("valid response"),
         };
         metrics
@@ -84,14 +77,8 @@ mod tests {
             .header("host", "example.com:8080")
             .body(())
             .unwrap();
-        assert_eq!(
-            location(&req, Some(8443)).unwrap(),
-            "https://example.com:8443/a/b?c=d"
-        );
-        assert_eq!(
-            location(&req, Some(443)).unwrap(),
-            "https://example.com/a/b?c=d"
-        );
+        assert_eq!(location(&req, Some(8443)).unwrap(), "https://example.com:8443/a/b?c=d");
+        assert_eq!(location(&req, Some(443)).unwrap(), "https://example.com/a/b?c=d");
         assert_eq!(location(&req, None).unwrap(), "https://example.com/a/b?c=d");
         let no_host = Request::builder().uri("/").body(()).unwrap();
         assert!(location(&no_host, None).is_none());

@@ -80,9 +80,7 @@ impl Router {
     pub fn route(&self, host: Option<&str>, path: &str) -> Option<&Action> {
         self.routes
             .iter()
-            .find(|r| {
-                r.host.as_deref().is_none_or(|h| Some(h) == host) && path.starts_with(&r.prefix)
-            })
+            .find(|r| r.host.as_deref().is_none_or(|h| Some(h) == host) && path.starts_with(&r.prefix))
             .map(|r| &r.action)
     }
 }

@@ -34,9 +34,7 @@ pub fn request_host<B>(req: &Request<B>) -> Option<String> {
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
     let host = if raw.starts_with('[') {
-        raw.split_once(']')
-            .map_or(raw, |(h, _)| h)
-            .trim_start_matches('[')
+        raw.split_once(']').map_or(raw, |(h, _)| h).trim_start_matches('[')
     } else {
         raw.rsplit_once(':').map_or(raw, |(h, _)| h)
     };
@@ -44,10 +42,7 @@ pub fn request_host<B>(req: &Request<B>) -> Option<String> {
 }
 
 /// Handles one request.
-pub async fn handle(
-    ctx: Arc<ConnContext>,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+pub async fn handle(ctx: Arc<ConnContext>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let started = Instant::now();
     let current = ctx.gateway.current();
     let (generation, site_idx) = match current.site_index(&ctx.site) {
@@ -124,10 +119,7 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(request_host(&req).as_deref(), Some("::1"));
-        let req = Request::builder()
-            .uri("https://h2.test/x")
-            .body(())
-            .unwrap();
+        let req = Request::builder().uri("https://h2.test/x").body(()).unwrap();
         assert_eq!(request_host(&req).as_deref(), Some("h2.test"));
     }
 }

@@ -153,12 +153,7 @@ impl UpstreamGroup {
     }
 
     /// Forwards a request and streams the response back.
-    pub async fn forward(
-        &self,
-        req: Request<Incoming>,
-        down: &Downstream<'_>,
-        metrics: &Metrics,
-    ) -> Response<Body> {
+    pub async fn forward(&self, req: Request<Incoming>, down: &Downstream<'_>, metrics: &Metrics) -> Response<Body> {
         let (mut parts, body) = req.into_parts();
         let retryable = http_body::Body::is_end_stream(&body);
         let mut body = Some(body);
@@ -178,18 +173,10 @@ impl UpstreamGroup {
             parts.headers.insert(header::HOST, h);
         }
         append_forwarded(&mut parts.headers, down.client_ip);
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         parts.version = Version::HTTP_11;
 
-        let attempts = if retryable && self.servers.len() > 1 {
-            2
-        } else {
-            1
-        };
+        let attempts = if retryable && self.servers.len() > 1 { 2 } else { 1 };
         let mut exclude = None;
         for attempt in 0..attempts {
             let idx = self.pick(exclude);
@@ -233,41 +220,28 @@ impl UpstreamGroup {
                         .observe(started.elapsed().as_secs_f64());
                     let (mut rparts, rbody) = resp.into_parts();
                     strip_hop_by_hop(&mut rparts.headers);
-                    return Response::from_parts(
-                        rparts,
-                        rbody.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
-                    );
+                    return Response::from_parts(rparts, rbody.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
                 }
                 Ok(Err(e)) if e.is_connect() => {
                     err("connect");
-                    server.down_until_ms.store(
-                        self.now_ms() + self.fail_timeout.as_millis() as u64,
-                        Ordering::Relaxed,
-                    );
+                    server
+                        .down_until_ms
+                        .store(self.now_ms() + self.fail_timeout.as_millis() as u64, Ordering::Relaxed);
                     tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connect failed; server skipped for {:?}", self.fail_timeout);
                     exclude = Some(idx);
                     if attempt + 1 == attempts {
-                        return error_response(
-                            StatusCode::BAD_GATEWAY,
-                            "502 Bad Gateway: upstream unreachable",
-                        );
+                        return error_response(StatusCode::BAD_GATEWAY, "502 Bad Gateway: upstream unreachable");
                     }
                 }
                 Ok(Err(e)) => {
                     err("protocol");
                     tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream request failed");
-                    return error_response(
-                        StatusCode::BAD_GATEWAY,
-                        "502 Bad Gateway: upstream failed",
-                    );
+                    return error_response(StatusCode::BAD_GATEWAY, "502 Bad Gateway: upstream failed");
                 }
                 Err(_) => {
                     err("timeout");
                     tracing::warn!(upstream = %self.name, server = %server.authority, "upstream response header timed out after {:?}", self.header_timeout);
-                    return error_response(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "504 Gateway Timeout: upstream too slow",
-                    );
+                    return error_response(StatusCode::GATEWAY_TIMEOUT, "504 Gateway Timeout: upstream too slow");
                 }
             }
         }
@@ -302,11 +276,7 @@ mod tests {
     fn group(servers: &[&str], balance: Balance) -> UpstreamGroup {
         let text = format!(
             "name = \"g\"\nservers = [{}]\nbalance = \"{}\"\n",
-            servers
-                .iter()
-                .map(|s| format!("\"{s}\""))
-                .collect::<Vec<_>>()
-                .join(","),
+            servers.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(","),
             if balance == Balance::RoundRobin {
                 "round_robin"
             } else {
@@ -324,15 +294,10 @@ mod tests {
 
     #[tokio::test]
     async fn round_robin_skips_down_servers() {
-        let g = group(
-            &["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
-            Balance::RoundRobin,
-        );
+        let g = group(&["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], Balance::RoundRobin);
         let picks: Vec<usize> = (0..6).map(|_| g.pick(None)).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
-        g.servers[1]
-            .down_until_ms
-            .store(u64::MAX, Ordering::Relaxed);
+        g.servers[1].down_until_ms.store(u64::MAX, Ordering::Relaxed);
         assert!((0..6).map(|_| g.pick(None)).all(|i| i != 1));
     }
 
@@ -347,9 +312,7 @@ mod tests {
     #[tokio::test]
     async fn all_down_still_picks_someone() {
         let g = group(&["127.0.0.1:1"], Balance::RoundRobin);
-        g.servers[0]
-            .down_until_ms
-            .store(u64::MAX, Ordering::Relaxed);
+        g.servers[0].down_until_ms.store(u64::MAX, Ordering::Relaxed);
         assert_eq!(g.pick(None), 0);
     }
 

@@ -1,1 +1,105 @@
-//! Test fixtures (filled below).
+//! Test fixtures shared by tlsgate's integration tests: every test starts the real processes it
+//! needs on free loopback ports and stops them when the fixture is dropped.
+//!
+//! - [`free_port`]: a port nobody listens on.
+//! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory.
+//! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
+//! - [`Origin`]: an HTTP/1.1 origin server on a real socket (echo, slow, streaming, sized bodies).
+//! - [`run`]: run a client command (`openssl s_client`, `curl`) with a timeout and stdin.
+#![forbid(unsafe_code)]
+
+pub mod origin;
+pub mod process;
+
+pub use origin::Origin;
+pub use process::{run, GatewayProcess, Output};
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use tlsgate_tls::pki::{CertSpec, Certified, KeyKind};
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// A throwaway CA with ECDSA and RSA leaves, as files in a temporary directory.
+pub struct TestPki {
+    /// The directory holding every file (removed on drop).
+    pub dir: tempfile::TempDir,
+    /// The CA.
+    pub ca: Certified,
+}
+
+impl TestPki {
+    /// A new CA in a new temporary directory.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca = Certified::issue(&CertSpec::ca("tlsgate test CA", KeyKind::EcdsaP256, 3650), None).expect("CA");
+        std::fs::write(dir.path().join("ca.pem"), &ca.cert_pem).expect("write CA");
+        Self { dir, ca }
+    }
+
+    /// Path of a file in the PKI directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The CA certificate file.
+    pub fn ca_file(&self) -> PathBuf {
+        self.path("ca.pem")
+    }
+
+    /// Issues a leaf for `names` and writes `<stem>.pem` (leaf only) and `<stem>.key`.
+    pub fn leaf(&self, stem: &str, names: &[&str], key: KeyKind) -> (PathBuf, PathBuf) {
+        self.leaf_with(stem, &CertSpec::leaf(names, key, 365))
+    }
+
+    /// Issues a leaf from a full spec (custom validity, key).
+    pub fn leaf_with(&self, stem: &str, spec: &CertSpec) -> (PathBuf, PathBuf) {
+        let leaf = Certified::issue(spec, Some(&self.ca)).expect("leaf");
+        self.write_pair(stem, &leaf.cert_pem, &leaf.key_pem)
+    }
+
+    /// Writes a chain file and a key file.
+    pub fn write_pair(&self, stem: &str, chain_pem: &str, key_pem: &str) -> (PathBuf, PathBuf) {
+        let chain = self.path(&format!("{stem}.pem"));
+        let key = self.path(&format!("{stem}.key"));
+        std::fs::write(&chain, chain_pem).expect("write chain");
+        std::fs::write(&key, key_pem).expect("write key");
+        (chain, key)
+    }
+
+    /// Writes arbitrary text into the PKI directory.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).expect("write file");
+        p
+    }
+}
+
+impl Default for TestPki {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Quotes a path for a TOML string.
+pub fn toml_path(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+/// Whether an external program is installed (tests that need it fail loudly when it is not:
+/// `.ci/run` installs everything).
+pub fn require(program: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{program} is not installed; run .ci/run (it installs the test dependencies)"
+    );
+}

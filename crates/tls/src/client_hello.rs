@@ -10,9 +10,7 @@ pub const EXT_SUPPORTED_VERSIONS: u16 = 43;
 
 const ECDSA_SIGALGS: [u16; 3] = [0x0403, 0x0503, 0x0603];
 /// TLS 1.2 ECDHE-ECDSA suites (AEAD and legacy).
-const ECDHE_ECDSA_SUITES: [u16; 8] = [
-    0xC02B, 0xC02C, 0xCCA9, 0xC009, 0xC00A, 0xC023, 0xC024, 0xC0AD,
-];
+const ECDHE_ECDSA_SUITES: [u16; 8] = [0xC02B, 0xC02C, 0xCCA9, 0xC009, 0xC00A, 0xC023, 0xC024, 0xC0AD];
 
 /// Reads a list of big-endian u16 values prefixed by a length of `prefix` bytes (1 or 2).
 /// Returns an empty vector for malformed input.
@@ -20,18 +18,14 @@ pub fn u16_list(data: &[u8], prefix: usize) -> Vec<u16> {
     let Some(len_bytes) = data.get(..prefix) else {
         return Vec::new();
     };
-    let len = len_bytes
-        .iter()
-        .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+    let len = len_bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
     let Some(body) = data.get(prefix..prefix + len) else {
         return Vec::new();
     };
     if len % 2 != 0 {
         return Vec::new();
     }
-    body.chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect()
+    body.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()
 }
 
 /// Parses the body of a `signature_algorithms` extension.
@@ -46,9 +40,7 @@ pub fn supported_versions(ext: &[u8]) -> Vec<u16> {
 
 /// Parses the raw cipher-suite list (no length prefix, as BoringSSL exposes it).
 pub fn cipher_suites(raw: &[u8]) -> Vec<u16> {
-    raw.chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect()
+    raw.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()
 }
 
 /// The facts certificate selection needs.
@@ -64,11 +56,7 @@ pub struct ClientCapabilities {
 
 impl ClientCapabilities {
     /// From the raw pieces of a ClientHello.
-    pub fn from_parts(
-        sigalgs_ext: Option<&[u8]>,
-        versions_ext: Option<&[u8]>,
-        ciphers: &[u8],
-    ) -> Self {
+    pub fn from_parts(sigalgs_ext: Option<&[u8]>, versions_ext: Option<&[u8]>, ciphers: &[u8]) -> Self {
         let sigalgs = sigalgs_ext.map(signature_algorithms).unwrap_or_default();
         let versions = versions_ext.map(supported_versions).unwrap_or_default();
         Self {
@@ -80,9 +68,7 @@ impl ClientCapabilities {
             } else {
                 true
             },
-            ecdsa_tls12_suites: cipher_suites(ciphers)
-                .iter()
-                .any(|s| ECDHE_ECDSA_SUITES.contains(s)),
+            ecdsa_tls12_suites: cipher_suites(ciphers).iter().any(|s| ECDHE_ECDSA_SUITES.contains(s)),
         }
     }
 
@@ -111,18 +97,14 @@ mod tests {
         assert!(signature_algorithms(&[]).is_empty());
         assert!(signature_algorithms(&[0]).is_empty());
         assert!(signature_algorithms(&[0, 9, 1, 2]).is_empty());
-        assert!(
-            signature_algorithms(&[0, 3, 1, 2, 3]).is_empty(),
-            "odd length"
-        );
+        assert!(signature_algorithms(&[0, 3, 1, 2, 3]).is_empty(), "odd length");
         assert!(supported_versions(&[200]).is_empty());
         assert_eq!(cipher_suites(&[0xC0, 0x2B, 0x01]), vec![0xC02B]);
     }
 
     #[test]
     fn tls13_client_with_ecdsa_sigalgs_gets_ecdsa() {
-        let caps =
-            ClientCapabilities::from_parts(Some(&[0, 2, 4, 3]), Some(&[2, 3, 4]), &[0x13, 0x01]);
+        let caps = ClientCapabilities::from_parts(Some(&[0, 2, 4, 3]), Some(&[2, 3, 4]), &[0x13, 0x01]);
         assert!(caps.offers_tls13);
         assert!(caps.can_use_ecdsa(true));
         // Same client against a TLS-1.2-only server: no ECDHE-ECDSA suite offered, so RSA.
@@ -131,8 +113,7 @@ mod tests {
 
     #[test]
     fn rsa_pss_only_client_gets_rsa() {
-        let caps =
-            ClientCapabilities::from_parts(Some(&[0, 2, 8, 4]), Some(&[2, 3, 4]), &[0x13, 0x01]);
+        let caps = ClientCapabilities::from_parts(Some(&[0, 2, 8, 4]), Some(&[2, 3, 4]), &[0x13, 0x01]);
         assert!(!caps.can_use_ecdsa(true));
     }
 
@@ -140,11 +121,7 @@ mod tests {
     fn tls12_client_offering_only_ecdhe_rsa_gets_rsa() {
         let caps = ClientCapabilities::from_parts(Some(&[0, 4, 4, 3, 8, 4]), None, &[0xC0, 0x2F]);
         assert!(!caps.can_use_ecdsa(true));
-        let caps = ClientCapabilities::from_parts(
-            Some(&[0, 4, 4, 3, 8, 4]),
-            None,
-            &[0xC0, 0x2F, 0xC0, 0x2B],
-        );
+        let caps = ClientCapabilities::from_parts(Some(&[0, 4, 4, 3, 8, 4]), None, &[0xC0, 0x2F, 0xC0, 0x2B]);
         assert!(caps.can_use_ecdsa(true));
     }
 }

@@ -15,9 +15,8 @@ use crate::{ffi, handshake_info};
 use boring::ex_data::Index;
 use boring::pkey::PKey;
 use boring::ssl::{
-    AlpnError, AsyncSelectCertError, BoxSelectCertFinish, BoxSelectCertFuture, ClientHello,
-    ExtensionType, NameType, Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef,
-    SslSessionCacheMode, SslVersion,
+    AlpnError, AsyncSelectCertError, BoxSelectCertFinish, BoxSelectCertFuture, ClientHello, ExtensionType, NameType,
+    Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef, SslSessionCacheMode, SslVersion,
 };
 use boring::x509::X509;
 use std::collections::HashMap;
@@ -200,11 +199,7 @@ impl TlsService {
 
     /// Site names, in configuration order.
     pub fn site_names(&self) -> Vec<&str> {
-        self.selector
-            .sites
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect()
+        self.selector.sites.iter().map(|s| s.name.as_str()).collect()
     }
 }
 
@@ -245,9 +240,7 @@ fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
         b.set_options(SslOptions::NO_TICKET);
     }
     let alpn: Vec<Vec<u8>> = tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    b.set_alpn_select_callback(move |_ssl, client| {
-        select_alpn(&alpn, client).ok_or(AlpnError::NOACK)
-    });
+    b.set_alpn_select_callback(move |_ssl, client| select_alpn(&alpn, client).ok_or(AlpnError::NOACK));
     Ok(b)
 }
 
@@ -289,11 +282,7 @@ fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
     None
 }
 
-fn build_front(
-    tls: &TlsConfig,
-    sessions: &SessionState,
-    selector: Arc<Selector>,
-) -> Result<SslContext, TlsBuildError> {
+fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>) -> Result<SslContext, TlsBuildError> {
     let mut b = base_builder(tls)?;
     install_sessions(&mut b, tls, sessions);
     b.set_async_select_certificate_callback(move |hello| {
@@ -304,10 +293,7 @@ fn build_front(
         let ctx = variant.ctx.clone();
         let fut: BoxSelectCertFuture = Box::pin(async move {
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| {
-                hello
-                    .ssl_mut()
-                    .set_ssl_context(&ctx)
-                    .map_err(|_| AsyncSelectCertError)
+                hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError)
             });
             Ok(finish)
         });
@@ -332,16 +318,11 @@ fn build_site(
             return Err(TlsBuildError::File {
                 field: format!("{at}.key"),
                 path: cert.key.display().to_string(),
-                message: format!(
-                    "private key does not match the certificate in {}",
-                    cert.chain.display()
-                ),
+                message: format!("private key does not match the certificate in {}", cert.chain.display()),
             });
         }
         let backend: Arc<dyn KeyBackend> = Arc::new(LocalKey::new(key));
-        variants.push(build_variant(
-            tls, sessions, index, site, &chain, backend, &at,
-        )?);
+        variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
     }
     // ECDSA first: selection takes the first variant the client can use.
     variants.sort_by_key(|v| !v.key_type.is_ecdsa());
@@ -373,13 +354,7 @@ pub fn build_variant(
         .map_err(setting(at))?;
     let key_type = backend.key_type();
     b.set_async_private_key_method(KeyMethod(backend));
-    b.set_ex_data(
-        *SITE_TAG,
-        SiteTag {
-            site: index,
-            key_type,
-        },
-    );
+    b.set_ex_data(*SITE_TAG, SiteTag { site: index, key_type });
     Ok(SiteVariant {
         key_type,
         ctx: b.build(),
@@ -394,8 +369,7 @@ pub fn load_chain(field: &str, path: &Path) -> Result<Vec<X509>, TlsBuildError> 
         message,
     };
     let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    let chain =
-        X509::stack_from_pem(&pem).map_err(|e| err(format!("not a PEM certificate chain: {e}")))?;
+    let chain = X509::stack_from_pem(&pem).map_err(|e| err(format!("not a PEM certificate chain: {e}")))?;
     if chain.is_empty() {
         return Err(err("no certificate in file".into()));
     }

@@ -63,21 +63,16 @@ pub fn install_session_cache(builder: &mut SslContextBuilder, cache: Arc<Session
     // SAFETY: every session returned is decoded from DER by `SslSession::from_der`, so it is a fresh
     // object not tied to any other SSL_CTX, which is the contract of the async get-session callback.
     unsafe {
-        tokio_boring::SslContextBuilderExt::set_async_get_session_callback(
-            builder,
-            move |ssl, id| {
-                cache.lookup(ssl, id).map(|der| {
-                    let fut: boring::ssl::BoxGetSessionFuture = Box::pin(async move {
-                        let finish: boring::ssl::BoxGetSessionFinish =
-                            Box::new(move |_ssl: &mut SslRef, _id: &[u8]| {
-                                SslSession::from_der(&der).ok()
-                            });
-                        Some(finish)
-                    });
-                    fut
-                })
-            },
-        );
+        tokio_boring::SslContextBuilderExt::set_async_get_session_callback(builder, move |ssl, id| {
+            cache.lookup(ssl, id).map(|der| {
+                let fut: boring::ssl::BoxGetSessionFuture = Box::pin(async move {
+                    let finish: boring::ssl::BoxGetSessionFinish =
+                        Box::new(move |_ssl: &mut SslRef, _id: &[u8]| SslSession::from_der(&der).ok());
+                    Some(finish)
+                });
+                fut
+            })
+        });
     }
 }
 

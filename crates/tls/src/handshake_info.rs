@@ -86,9 +86,7 @@ impl HandshakeInfo {
         } else if tls13 {
             Resumption::Tls13Psk
         } else {
-            let marks = ssl
-                .ex_data(*TRACE_INDEX)
-                .map_or(0, |t| t.0.load(Ordering::Relaxed));
+            let marks = ssl.ex_data(*TRACE_INDEX).map_or(0, |t| t.0.load(Ordering::Relaxed));
             if marks & MARK_SESSION_ID != 0 {
                 Resumption::SessionId
             } else {

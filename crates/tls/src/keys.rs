@@ -11,8 +11,8 @@ use boring::pkey::{Id, PKey, Private};
 use boring::rsa::Padding;
 use boring::sign::{RsaPssSaltlen, Signer};
 use boring::ssl::{
-    AsyncPrivateKeyMethod, AsyncPrivateKeyMethodError, BoxPrivateKeyMethodFinish,
-    BoxPrivateKeyMethodFuture, SslRef, SslSignatureAlgorithm,
+    AsyncPrivateKeyMethod, AsyncPrivateKeyMethodError, BoxPrivateKeyMethodFinish, BoxPrivateKeyMethodFuture, SslRef,
+    SslSignatureAlgorithm,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -108,11 +108,7 @@ impl LocalKey {
     }
 
     /// Signs synchronously.
-    pub fn sign_now(
-        &self,
-        algorithm: SslSignatureAlgorithm,
-        input: &[u8],
-    ) -> Result<Vec<u8>, KeyError> {
+    pub fn sign_now(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> Result<Vec<u8>, KeyError> {
         let (md, pss) = digest_for(algorithm).ok_or(KeyError::UnsupportedAlgorithm(algorithm))?;
         let crypto = |e: boring::error::ErrorStack| KeyError::Crypto(e.to_string());
         let mut signer = match md {
@@ -177,9 +173,7 @@ impl AsyncPrivateKeyMethod for KeyMethod {
                 AsyncPrivateKeyMethodError
             })?;
             let finish: BoxPrivateKeyMethodFinish = Box::new(move |_ssl, output: &mut [u8]| {
-                let out = output
-                    .get_mut(..signature.len())
-                    .ok_or(AsyncPrivateKeyMethodError)?;
+                let out = output.get_mut(..signature.len()).ok_or(AsyncPrivateKeyMethodError)?;
                 out.copy_from_slice(&signature);
                 Ok(signature.len())
             });

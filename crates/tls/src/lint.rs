@@ -22,10 +22,7 @@ impl TrustAnchors {
     /// The system bundle (Debian's ca-certificates) plus extra PEM files.
     pub fn system_plus(extra: &[&Path]) -> Result<Self, String> {
         let mut roots = Vec::new();
-        for bundle in [
-            "/etc/ssl/certs/ca-certificates.crt",
-            "/etc/pki/tls/certs/ca-bundle.crt",
-        ] {
+        for bundle in ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"] {
             if let Ok(pem) = std::fs::read(bundle) {
                 roots.extend(X509::stack_from_pem(&pem).unwrap_or_default());
                 break;
@@ -33,9 +30,7 @@ impl TrustAnchors {
         }
         for path in extra {
             let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            roots.extend(
-                X509::stack_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?,
-            );
+            roots.extend(X509::stack_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?);
         }
         Ok(Self(roots))
     }
@@ -51,10 +46,7 @@ impl TrustAnchors {
 }
 
 fn issued(issuer: &X509Ref, subject: &X509Ref) -> bool {
-    issuer.issued(subject).is_ok()
-        && issuer
-            .public_key()
-            .is_ok_and(|k| subject.verify(&k).unwrap_or(false))
+    issuer.issued(subject).is_ok() && issuer.public_key().is_ok_and(|k| subject.verify(&k).unwrap_or(false))
 }
 
 fn self_signed(cert: &X509Ref) -> bool {
@@ -130,10 +122,7 @@ pub fn lint_one(
     // Order and completeness.
     for k in 0..chain.len().saturating_sub(1) {
         if !issued(&chain[k + 1], &chain[k]) {
-            let elsewhere = chain
-                .iter()
-                .enumerate()
-                .find(|(m, c)| *m != k && issued(c, &chain[k]));
+            let elsewhere = chain.iter().enumerate().find(|(m, c)| *m != k && issued(c, &chain[k]));
             let msg = match elsewhere {
                 Some((m, _)) => format!(
                     "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
@@ -191,10 +180,7 @@ pub fn lint_one(
 fn lint_cert(field: &str, file: &str, k: usize, cert: &X509Ref, now: i64, out: &mut Vec<Issue>) {
     let Ok(der) = cert.to_der() else { return };
     let Ok((_, parsed)) = x509_parser::parse_x509_certificate(&der) else {
-        out.push(Issue::error(
-            field,
-            format!("{file}: certificate {k} cannot be parsed"),
-        ));
+        out.push(Issue::error(field, format!("{file}: certificate {k} cannot be parsed")));
         return;
     };
     let name = subject(cert);
@@ -246,9 +232,7 @@ fn lint_cert(field: &str, file: &str, k: usize, cert: &X509Ref, now: i64, out: &
     if sha1.contains(&sig_oid.as_str()) && !self_signed(cert) {
         out.push(Issue::warning(
             field,
-            format!(
-                "{file}: certificate {k} (\"{name}\") is signed with SHA-1, which clients reject"
-            ),
+            format!("{file}: certificate {k} (\"{name}\") is signed with SHA-1, which clients reject"),
         ));
     }
 }

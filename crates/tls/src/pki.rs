@@ -2,8 +2,8 @@
 //! expiring, intermediates, mismatched keys). Built with rcgen; RSA keys come from BoringSSL.
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 use std::time::{Duration, SystemTime};
 
@@ -111,11 +111,7 @@ impl Certified {
     }
 
     /// Like [`Certified::issue`] with a given key.
-    pub fn issue_with_key(
-        spec: &CertSpec,
-        key: GeneratedKey,
-        issuer: Option<&Certified>,
-    ) -> Result<Self, PkiError> {
+    pub fn issue_with_key(spec: &CertSpec, key: GeneratedKey, issuer: Option<&Certified>) -> Result<Self, PkiError> {
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, spec.common_name.clone());
@@ -135,12 +131,10 @@ impl Certified {
             params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
             for name in &spec.names {
-                params
-                    .subject_alt_names
-                    .push(match name.parse::<std::net::IpAddr>() {
-                        Ok(ip) => SanType::IpAddress(ip),
-                        Err(_) => SanType::DnsName(name.clone().try_into().map_err(e)?),
-                    });
+                params.subject_alt_names.push(match name.parse::<std::net::IpAddr>() {
+                    Ok(ip) => SanType::IpAddress(ip),
+                    Err(_) => SanType::DnsName(name.clone().try_into().map_err(e)?),
+                });
             }
         }
         let cert = match issuer {
@@ -171,10 +165,7 @@ pub struct DemoPki {
 
 /// Generates the demo PKI.
 pub fn demo_pki() -> Result<DemoPki, PkiError> {
-    let ca = Certified::issue(
-        &CertSpec::ca("tlsgate demo CA", KeyKind::EcdsaP256, 3650),
-        None,
-    )?;
+    let ca = Certified::issue(&CertSpec::ca("tlsgate demo CA", KeyKind::EcdsaP256, 3650), None)?;
     let names = ["localhost", "127.0.0.1", "::1"];
     let ecdsa = Certified::issue(&CertSpec::leaf(&names, KeyKind::EcdsaP256, 365), Some(&ca))?;
     let rsa = Certified::issue(&CertSpec::leaf(&names, KeyKind::Rsa(2048), 365), Some(&ca))?;

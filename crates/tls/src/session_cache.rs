@@ -35,9 +35,7 @@ impl SessionCache {
     /// A cache of at most `size` sessions, each kept for `timeout`.
     pub fn new(size: usize, timeout: Duration) -> Self {
         Self {
-            entries: Mutex::new(LruCache::new(
-                NonZeroUsize::new(size.max(1)).expect("nonzero"),
-            )),
+            entries: Mutex::new(LruCache::new(NonZeroUsize::new(size.max(1)).expect("nonzero"))),
             timeout: Mutex::new(timeout),
             stats: SessionCacheStats::default(),
         }

@@ -102,10 +102,7 @@ impl TicketKeyRing {
         for k in &mut keys {
             k.retired_at.get_or_insert(now);
         }
-        keys.retain(|k| {
-            k.retired_at
-                .is_none_or(|t| now.saturating_duration_since(t) < lifetime)
-        });
+        keys.retain(|k| k.retired_at.is_none_or(|t| now.saturating_duration_since(t) < lifetime));
         keys.insert(0, TicketKey::generate());
         self.keys.store(Arc::new(keys));
         self.stats.rotations.fetch_add(1, Ordering::Relaxed);
@@ -122,10 +119,7 @@ impl TicketKeyRing {
         }) {
             let kept = keys
                 .iter()
-                .filter(|k| {
-                    k.retired_at
-                        .is_none_or(|t| now.saturating_duration_since(t) < lifetime)
-                })
+                .filter(|k| k.retired_at.is_none_or(|t| now.saturating_duration_since(t) < lifetime))
                 .cloned()
                 .collect();
             self.keys.store(Arc::new(kept));
@@ -154,9 +148,7 @@ impl TicketKeyRing {
             *iv = [0; boring_sys::EVP_MAX_IV_LENGTH as usize];
             let fresh_iv: [u8; 16] = rand::random();
             iv[..16].copy_from_slice(&fresh_iv);
-            if cipher
-                .init_encrypt(&Cipher::aes_128_cbc(), &key.aes, iv)
-                .is_err()
+            if cipher.init_encrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
                 || hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
             {
                 return TicketKeyCallbackResult::Error;
@@ -170,9 +162,7 @@ impl TicketKeyRing {
         };
         let key = &keys[pos];
         if hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
-            || cipher
-                .init_decrypt(&Cipher::aes_128_cbc(), &key.aes, iv)
-                .is_err()
+            || cipher.init_decrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
         {
             return TicketKeyCallbackResult::Error;
         }
@@ -202,11 +192,7 @@ mod tests {
         let t0 = Instant::now();
         ring.rotate_at(t0);
         assert_eq!(ring.key_names().len(), 2);
-        assert_eq!(
-            ring.key_names()[1],
-            first,
-            "old key kept, behind the new current one"
-        );
+        assert_eq!(ring.key_names()[1], first, "old key kept, behind the new current one");
         ring.rotate_at(t0 + Duration::from_secs(5));
         assert_eq!(ring.key_names().len(), 3);
         ring.rotate_at(t0 + Duration::from_secs(11));

@@ -43,10 +43,7 @@ pub fn run(path: &Path, ca: &[PathBuf]) -> anyhow::Result<ExitCode> {
             issues.push(issue);
         }
     }
-    let errors = issues
-        .iter()
-        .filter(|i| i.severity == Severity::Error)
-        .count();
+    let errors = issues.iter().filter(|i| i.severity == Severity::Error).count();
     let warnings = issues.len() - errors;
     for issue in &issues {
         println!("{shown}: {issue}");

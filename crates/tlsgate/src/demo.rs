@@ -22,10 +22,7 @@ pub fn prepare(state_dir: &Path, ports: DemoPorts) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
     let ca_path = state_dir.join("ca.pem");
-    if !ca_path.exists()
-        || !state_dir.join("ecdsa.key").exists()
-        || !state_dir.join("rsa.key").exists()
-    {
+    if !ca_path.exists() || !state_dir.join("ecdsa.key").exists() || !state_dir.join("rsa.key").exists() {
         let pki = tlsgate_tls::pki::demo_pki()?;
         let write = |name: &str, text: &str| -> anyhow::Result<()> {
             let p = state_dir.join(name);

@@ -11,27 +11,24 @@ pub fn run(config: Option<&Path>, admin: Option<SocketAddr>) -> anyhow::Result<E
     let addr = match (admin, config) {
         (Some(a), _) => a,
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read", path.display()))?;
-            let cfg = tlsgate_config::parse(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            cfg.admin.listen.context("admin.listen is not set: the gateway has no admin listener to reload through (send it SIGHUP instead)")?
+            let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+            let cfg = tlsgate_config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            cfg.admin.listen.context(
+                "admin.listen is not set: the gateway has no admin listener to reload through (send it SIGHUP instead)",
+            )?
         }
         (None, None) => bail!("give --config or --admin"),
     };
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| {
-            format!("cannot reach the admin listener at {addr}; is tlsgate running?")
-        })?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .with_context(|| format!("cannot reach the admin listener at {addr}; is tlsgate running?"))?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    stream.write_all(format!("POST /reload HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())?;
+    stream.write_all(
+        format!("POST /reload HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let status = response.split_whitespace().nth(1).unwrap_or("");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .trim();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
     if status == "200" {
         println!("{body}");
         Ok(ExitCode::SUCCESS)

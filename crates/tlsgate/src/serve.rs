@@ -47,10 +47,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let path = demo::prepare(&args.state_dir, ports)?;
         (path, Some(demo::banner(&args.state_dir, ports)))
     } else {
-        (
-            args.config.expect("clap enforces --config without --demo"),
-            None,
-        )
+        (args.config.expect("clap enforces --config without --demo"), None)
     };
     let loaded = tlsgate_config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     crate::logging::init(&loaded.config.log);
@@ -59,27 +56,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = loaded.config;
     let metrics = Arc::new(Metrics::new());
-    let gateway = Gateway::new(config.clone(), metrics.clone())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let gateway =
+        Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
 
     let workers = match config.server.workers {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
     // Bind everything up front so a busy port is a clear startup error, not a worker's log line.
-    let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> =
-        (0..workers).map(|_| Vec::new()).collect();
+    let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> = (0..workers).map(|_| Vec::new()).collect();
     for l in &config.listeners {
         for sockets in per_worker.iter_mut() {
-            let socket = listener::bind(l.listen, l.backlog)
-                .with_context(|| format!("cannot listen on {}", l.listen))?;
+            let socket =
+                listener::bind(l.listen, l.backlog).with_context(|| format!("cannot listen on {}", l.listen))?;
             sockets.push((socket, l.clone()));
         }
     }
     let admin = match config.admin.listen {
         Some(addr) => {
-            let l = std::net::TcpListener::bind(addr)
-                .with_context(|| format!("admin.listen: cannot listen on {addr}"))?;
+            let l =
+                std::net::TcpListener::bind(addr).with_context(|| format!("admin.listen: cannot listen on {addr}"))?;
             l.set_nonblocking(true)?;
             Some(l)
         }
@@ -105,9 +101,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{banner}");
     }
 
-    let control = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     control.block_on(control_loop(gateway.clone(), metrics, path, admin));
     for t in threads {
         let _ = t.join();
@@ -118,10 +112,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 /// One worker: its own event loop and sockets; returns once drained after shutdown.
 fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerConfig)>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start a worker event loop");
@@ -205,36 +196,18 @@ impl AdminHooks for Hooks {
         let tickets = &gw.sessions.tickets;
         use std::sync::atomic::Ordering::Relaxed;
         m.set_gauge("session_cache_entries", cache.len() as u64);
-        m.set_gauge(
-            "session_cache_stored_total",
-            cache.stats.stored.load(Relaxed),
-        );
+        m.set_gauge("session_cache_stored_total", cache.stats.stored.load(Relaxed));
         m.set_gauge("session_cache_hits_total", cache.stats.hits.load(Relaxed));
-        m.set_gauge(
-            "session_cache_misses_total",
-            cache.stats.misses.load(Relaxed),
-        );
+        m.set_gauge("session_cache_misses_total", cache.stats.misses.load(Relaxed));
         m.set_gauge("ticket_keys", tickets.key_names().len() as u64);
-        m.set_gauge(
-            "ticket_key_rotations_total",
-            tickets.stats.rotations.load(Relaxed),
-        );
-        m.set_gauge(
-            "tickets_issued_total",
-            tickets.stats.encrypted.load(Relaxed),
-        );
-        m.set_gauge(
-            "tickets_accepted_total",
-            tickets.stats.decrypted_current.load(Relaxed),
-        );
+        m.set_gauge("ticket_key_rotations_total", tickets.stats.rotations.load(Relaxed));
+        m.set_gauge("tickets_issued_total", tickets.stats.encrypted.load(Relaxed));
+        m.set_gauge("tickets_accepted_total", tickets.stats.decrypted_current.load(Relaxed));
         m.set_gauge(
             "tickets_accepted_renewed_total",
             tickets.stats.decrypted_renew.load(Relaxed),
         );
-        m.set_gauge(
-            "tickets_unknown_key_total",
-            tickets.stats.unknown_key.load(Relaxed),
-        );
+        m.set_gauge("tickets_unknown_key_total", tickets.stats.unknown_key.load(Relaxed));
         m.set_gauge("config_generation", gw.current().id);
     }
 
@@ -314,17 +287,12 @@ async fn rotate_ticket_keys(gateway: Arc<Gateway>) {
     let mut last = Instant::now();
     loop {
         let rotation = gateway.current().config.tls.tickets.rotation.get();
-        let wait = rotation
-            .saturating_sub(last.elapsed())
-            .min(Duration::from_secs(5));
+        let wait = rotation.saturating_sub(last.elapsed()).min(Duration::from_secs(5));
         tokio::time::sleep(wait).await;
         if last.elapsed() >= rotation {
             gateway.sessions.tickets.rotate();
             last = Instant::now();
-            tracing::debug!(
-                keys = gateway.sessions.tickets.key_names().len(),
-                "ticket key rotated"
-            );
+            tracing::debug!(keys = gateway.sessions.tickets.key_names().len(), "ticket key rotated");
         } else {
             gateway.sessions.tickets.purge();
         }
