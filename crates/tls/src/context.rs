@@ -7,7 +7,7 @@
 //! through the async private-key hook. BoringSSL keeps using the front context for sessions after
 //! the switch (`SSL_set_SSL_CTX` swaps only the certificate configuration).
 
-use crate::client_hello::ClientCapabilities;
+use tlsgate_wire::client_hello::ClientCapabilities;
 use crate::keys::{KeyBackend, KeyMethod, KeyType, LocalKey};
 use crate::session_cache::SessionCache;
 use crate::tickets::TicketKeyRing;

@@ -6,12 +6,12 @@
 //! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
 //!   configuration reloads.
 //! - [`handshake_info`]: what a handshake did (version, cipher, group, resumption mechanism).
-//! - [`client_hello`]: ClientHello inspection without I/O.
+//! - ClientHello inspection lives in `tlsgate-wire` (no I/O, fuzzed).
 //! - [`lint`]: certificate-chain lint for `tlsgate check`.
 //! - [`pki`]: throwaway certificates for the demo and the tests.
 //! - `ffi`: the only module with `unsafe` code.
 
-pub mod client_hello;
+
 pub mod context;
 mod ffi;
 pub mod handshake_info;

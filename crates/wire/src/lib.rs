@@ -1,0 +1,7 @@
+//! Wire formats tlsgate parses from untrusted peers, with no I/O and no dependencies, so they can
+//! be unit-tested in memory and fuzzed quickly (`fuzz/`).
+//!
+//! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
+#![forbid(unsafe_code)]
+
+pub mod client_hello;

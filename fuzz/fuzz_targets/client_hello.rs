@@ -1,0 +1,17 @@
+//! ClientHello inspection must never panic on untrusted bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tlsgate_wire::client_hello::{cipher_suites, signature_algorithms, supported_versions, ClientCapabilities};
+
+fuzz_target!(|data: &[u8]| {
+    let third = data.len() / 3;
+    let (a, rest) = data.split_at(third);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let _ = signature_algorithms(a);
+    let _ = supported_versions(b);
+    let _ = cipher_suites(c);
+    let caps = ClientCapabilities::from_parts(Some(a), Some(b), c);
+    let _ = caps.can_use_ecdsa(true);
+    let _ = caps.can_use_ecdsa(false);
+});

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tlsgate needs, only those missing (sourced by demo.sh and test.sh).
+#   build: cmake, clang, libclang-dev (BoringSSL through the boring crate), pkg-config
+#   tests: openssl (s_client), curl (HTTP/2 client), iproute2 (ss), procps
+set -euo pipefail
+
+tlsgate_install_packages() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    echo "installing: ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps)
