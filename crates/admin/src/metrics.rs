@@ -12,6 +12,20 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+/// Interns a configuration-defined name (site, upstream) as a `&'static str`, so hot-path label
+/// sets neither allocate nor copy. Names come from configuration files, so the set is small and
+/// a name is stored once however often the configuration is reloaded.
+pub fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = names.iter().find(|n| **n == name) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
 /// Labels of a completed handshake.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandshakeLabels {
@@ -45,7 +59,7 @@ pub struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// Site name (`-` for the redirect listener).
-    pub site: String,
+    pub site: &'static str,
     /// HTTP status code.
     pub status: u16,
     /// `h1` or `h2`.
@@ -56,14 +70,14 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamLabels {
     /// Upstream group.
-    pub upstream: String,
+    pub upstream: &'static str,
 }
 
 /// Labels of upstream errors.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamErrorLabels {
     /// Upstream group.
-    pub upstream: String,
+    pub upstream: &'static str,
     /// `connect`, `timeout`, `protocol`.
     pub kind: &'static str,
 }

@@ -137,7 +137,7 @@ pub struct TlsConfig {
     /// ALPN protocols offered, in server preference order: `h2`, `http/1.1`.
     pub alpn: Vec<String>,
     /// What to do with a ClientHello whose SNI matches no site: `default` (serve the default
-    /// site) or `reject` (handshake failure, `unrecognized_name` alert).
+    /// site) or `reject` (handshake refused with an `unrecognized_name` alert).
     pub unknown_sni: UnknownSni,
     /// TLS 1.2 session-ID cache.
     pub session_cache: SessionCacheConfig,
@@ -290,6 +290,43 @@ pub struct SiteConfig {
     /// Routes, tried longest path prefix first.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
+    /// HTTP Strict Transport Security for this site (absent = no header).
+    #[serde(default)]
+    pub hsts: Option<HstsConfig>,
+}
+
+/// `[site.hsts]`: the `Strict-Transport-Security` header on every HTTPS response of a site.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HstsConfig {
+    /// How long browsers remember to use HTTPS only (`max-age`), e.g. `"365d"`. Start small
+    /// (`"5m"`) and raise it once HTTPS works everywhere: a long max-age cannot be taken back.
+    #[serde(default = "default_hsts_max_age")]
+    pub max_age: Duration,
+    /// Add `includeSubDomains`.
+    #[serde(default)]
+    pub include_subdomains: bool,
+    /// Add `preload` (the browsers' preload list also needs includeSubDomains and max-age ≥ 1 year).
+    #[serde(default)]
+    pub preload: bool,
+}
+
+fn default_hsts_max_age() -> Duration {
+    Duration::from_secs(365 * 86_400)
+}
+
+impl HstsConfig {
+    /// The header value, e.g. `max-age=31536000; includeSubDomains; preload`.
+    pub fn header_value(&self) -> String {
+        let mut v = format!("max-age={}", self.max_age.get().as_secs());
+        if self.include_subdomains {
+            v.push_str("; includeSubDomains");
+        }
+        if self.preload {
+            v.push_str("; preload");
+        }
+        v
+    }
 }
 
 /// `[[site.certificate]]`

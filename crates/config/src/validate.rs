@@ -294,6 +294,15 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
                 }
             }
         }
+        if let Some(h) = &site.hsts {
+            if h.preload && (!h.include_subdomains || h.max_age.get().as_secs() < 31_536_000) {
+                issues.push(Issue::warning(
+                    format!("{at}.hsts.preload"),
+                    "the browsers' HSTS preload list requires include_subdomains = true and max_age of at least 365d; \
+                     this site would be rejected from it",
+                ));
+            }
+        }
         if site.routes.is_empty() {
             issues.push(Issue::error(
                 format!("{at}.route"),
@@ -440,6 +449,27 @@ fixed_response = { body = "hi" }
     fn unknown_fields_are_rejected_with_their_name() {
         let err = crate::parse("[server]\nworkerz = 2\n").unwrap_err();
         assert!(err.contains("workerz"), "{err}");
+    }
+
+    #[test]
+    fn hsts_preload_without_its_requirements_warns() {
+        let mut c = parse(&format!("{MINIMAL}[site.hsts]\nmax_age = \"1d\"\npreload = true\n"));
+        let warned = |c: &Config| {
+            validate(c)
+                .iter()
+                .any(|i| i.severity == Severity::Warning && i.field == "site[0].hsts.preload")
+        };
+        assert!(warned(&c));
+        {
+            let h = c.sites[0].hsts.as_mut().unwrap();
+            h.include_subdomains = true;
+            h.max_age = crate::Duration::from_secs(31_536_000);
+        }
+        assert!(!warned(&c));
+        assert_eq!(
+            c.sites[0].hsts.as_ref().unwrap().header_value(),
+            "max-age=31536000; includeSubDomains; preload"
+        );
     }
 
     #[test]

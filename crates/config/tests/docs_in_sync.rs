@@ -19,8 +19,10 @@ fn every_field_is_documented() {
                 if name.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !name.is_empty() {
                     let toml_name = rename.take().unwrap_or_else(|| name.to_string());
                     checked += 1;
-                    let documented = docs.contains(&format!("`{toml_name}`")) || docs.contains(&format!("[[{toml_name}]]"))
-                        || docs.contains(&format!(".{toml_name}]]")) || docs.contains(&format!("[{toml_name}]"))
+                    let documented = docs.contains(&format!("`{toml_name}`"))
+                        || docs.contains(&format!("[[{toml_name}]]"))
+                        || docs.contains(&format!(".{toml_name}]]"))
+                        || docs.contains(&format!("[{toml_name}]"))
                         || docs.contains(&format!(".{toml_name}]"));
                     if !documented {
                         missing.push(toml_name);

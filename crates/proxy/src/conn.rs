@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels};
 use tlsgate_tls::{HandshakeInfo, Resumption};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Why a handshake failed, as a metric label.
@@ -29,6 +29,7 @@ pub fn classify_failure(text: &str) -> &'static str {
         ("CONNECTION_REJECTED", "unknown_sni"),
         ("WRONG_VERSION_NUMBER", "malformed"),
         ("DECODE_ERROR", "malformed"),
+        ("CLIENTHELLO_PARSE_FAILED", "malformed"),
         ("PARSE_TLSEXT", "malformed"),
         ("UNEXPECTED_RECORD", "malformed"),
         ("UNEXPECTED_MESSAGE", "malformed"),
@@ -80,7 +81,11 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             let text = e.to_string();
-            let reason = classify_failure(&text);
+            let reason = if e.ssl().is_some_and(tlsgate_tls::handshake_info::sni_rejected) {
+                "unknown_sni"
+            } else {
+                classify_failure(&text)
+            };
             fail(reason);
             tracing::debug!(%peer, reason, error = %text, "TLS handshake failed");
             if reason == "plaintext_http" {
@@ -130,7 +135,6 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         protocol: if h2 { "h2" } else { "h1" },
     });
     let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
-    let io = TokioIo::new(tls);
     let idle = server.client_idle_timeout.get();
     let shutdown = gateway.shutdown_signal();
     if h2 {
@@ -141,15 +145,43 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
             .initial_stream_window_size(256 * 1024)
             .initial_connection_window_size(1024 * 1024)
             .keep_alive_interval(None);
-        drive(b.serve_connection(io, service), activity, idle, shutdown).await;
+        drive(b.serve_connection(TokioIo::new(tls), service), activity, idle, shutdown).await;
     } else {
+        let mut tls = tls;
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())
             .keep_alive(true)
             .header_read_timeout(server.client_header_timeout.get())
             .max_buf_size(server.max_request_header_bytes.max(8192));
-        drive(b.serve_connection(io, service), activity, idle, shutdown).await;
+        let failed = drive(
+            b.serve_connection(TokioIo::new(&mut tls), service),
+            activity,
+            idle,
+            shutdown,
+        )
+        .await;
+        if failed {
+            linger(tls.get_mut()).await;
+        }
     }
+}
+
+/// Lingering close (as nginx does): after an error response such as 431, the client may still be
+/// sending; closing at once with unread bytes makes the kernel send a reset that destroys the
+/// response in flight. Half-close, then read and discard for a moment before closing.
+async fn linger(raw: &mut MeteredStream<TcpStream>) {
+    let _ = raw.shutdown().await;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut total = 0usize;
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Ok(n) = raw.read(&mut buf).await {
+            total += n;
+            if n == 0 || total > 1 << 20 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// A hyper connection that can be asked to finish gracefully.
@@ -186,13 +218,14 @@ where
 }
 
 /// Drives a connection until it ends, closing it when idle too long and finishing it gracefully
-/// when the gateway drains.
+/// when the gateway drains. Returns true when the connection ended with an error.
 pub async fn drive<C, E>(
     conn: C,
     activity: Arc<Activity>,
     idle: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) where
+) -> bool
+where
     C: Graceful<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
@@ -214,14 +247,17 @@ pub async fn drive<C, E>(
     loop {
         tokio::select! {
             res = conn.as_mut() => {
-                if let Err(e) = res {
-                    tracing::debug!(error = %e, "client connection ended with an error");
-                }
-                return;
+                return match res {
+                    Ok(()) => false,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "client connection ended with an error");
+                        true
+                    }
+                };
             }
             _ = &mut watchdog => {
                 tracing::debug!("closing client connection idle for {idle:?}");
-                return;
+                return false;
             }
             changed = shutdown.changed(), if !draining => {
                 if changed.is_err() || *shutdown.borrow() {
@@ -244,6 +280,7 @@ mod tests {
             "plaintext_http"
         );
         assert_eq!(classify_failure("...:WRONG_VERSION_NUMBER"), "malformed");
+        assert_eq!(classify_failure("...:CLIENTHELLO_PARSE_FAILED"), "malformed");
         assert_eq!(classify_failure("...:NO_SHARED_CIPHER"), "no_shared_parameters");
         assert_eq!(classify_failure("unexpected EOF"), "client_closed");
         assert_eq!(classify_failure("something new"), "other");

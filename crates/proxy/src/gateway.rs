@@ -20,6 +20,10 @@ use tokio::sync::watch;
 pub struct SiteRuntime {
     /// Site name.
     pub name: Arc<str>,
+    /// Site name as a metric label.
+    pub label: &'static str,
+    /// `Strict-Transport-Security` value, if the site sets HSTS.
+    pub hsts: Option<http::HeaderValue>,
     /// Its routes.
     pub router: Router,
 }
@@ -53,6 +57,11 @@ impl Generation {
             .iter()
             .map(|s| SiteRuntime {
                 name: Arc::from(s.name.as_str()),
+                label: tlsgate_admin::metrics::intern(&s.name),
+                hsts: s
+                    .hsts
+                    .as_ref()
+                    .and_then(|h| http::HeaderValue::from_str(&h.header_value()).ok()),
                 router: Router::new(&s.routes, index),
             })
             .collect();

@@ -50,7 +50,7 @@ pub async fn serve_redirect(
         metrics
             .requests
             .get_or_create(&RequestLabels {
-                site: "-".into(),
+                site: "-",
                 status: response.status().as_u16(),
                 protocol: "h1",
             })

@@ -57,7 +57,7 @@ pub async fn handle(ctx: Arc<ConnContext>, req: Request<Incoming>) -> Result<Res
     let path = req.uri().path().to_string();
     let site = &generation.sites[site_idx];
     let mut upstream_name = None;
-    let response = match site.router.route(host.as_deref(), &path) {
+    let mut response = match site.router.route(host.as_deref(), &path) {
         Some(Action::Fixed(f)) => Response::builder()
             .status(f.status)
             .header(header::CONTENT_TYPE, f.content_type.clone())
@@ -74,12 +74,17 @@ pub async fn handle(ctx: Arc<ConnContext>, req: Request<Incoming>) -> Result<Res
         }
         None => error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"),
     };
+    if let Some(hsts) = &site.hsts {
+        response
+            .headers_mut()
+            .insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+    }
     let status = response.status();
     ctx.gateway
         .metrics
         .requests
         .get_or_create(&RequestLabels {
-            site: site.name.to_string(),
+            site: site.label,
             status: status.as_u16(),
             protocol: ctx.protocol,
         })

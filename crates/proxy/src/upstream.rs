@@ -32,6 +32,7 @@ pub struct UpstreamServer {
 pub struct UpstreamGroup {
     /// Name from the configuration.
     pub name: String,
+    label: &'static str,
     servers: Vec<UpstreamServer>,
     balance: Balance,
     next: AtomicUsize,
@@ -103,6 +104,7 @@ impl UpstreamGroup {
             .collect();
         Self {
             name: config.name.clone(),
+            label: tlsgate_admin::metrics::intern(&config.name),
             servers,
             balance: config.balance,
             next: AtomicUsize::new(0),
@@ -200,14 +202,12 @@ impl UpstreamGroup {
             server.in_flight.fetch_add(1, Ordering::Relaxed);
             let result = tokio::time::timeout(self.header_timeout, self.client.request(out)).await;
             server.in_flight.fetch_sub(1, Ordering::Relaxed);
-            let labels = UpstreamLabels {
-                upstream: self.name.clone(),
-            };
+            let labels = UpstreamLabels { upstream: self.label };
             let err = |kind: &'static str| {
                 metrics
                     .upstream_errors
                     .get_or_create(&UpstreamErrorLabels {
-                        upstream: self.name.clone(),
+                        upstream: self.label,
                         kind,
                     })
                     .inc();

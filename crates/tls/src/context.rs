@@ -7,7 +7,6 @@
 //! through the async private-key hook. BoringSSL keeps using the front context for sessions after
 //! the switch (`SSL_set_SSL_CTX` swaps only the certificate configuration).
 
-use tlsgate_wire::client_hello::ClientCapabilities;
 use crate::keys::{KeyBackend, KeyMethod, KeyType, LocalKey};
 use crate::session_cache::SessionCache;
 use crate::tickets::TicketKeyRing;
@@ -16,13 +15,15 @@ use boring::ex_data::Index;
 use boring::pkey::PKey;
 use boring::ssl::{
     AlpnError, AsyncSelectCertError, BoxSelectCertFinish, BoxSelectCertFuture, ClientHello, ExtensionType, NameType,
-    Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef, SslSessionCacheMode, SslVersion,
+    SniError, Ssl, SslAlert, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef, SslSessionCacheMode,
+    SslVersion,
 };
 use boring::x509::X509;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 use tlsgate_config::{Config, SiteConfig, TlsConfig, TlsVersion, UnknownSni};
+use tlsgate_wire::client_hello::ClientCapabilities;
 
 /// Why the TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -286,18 +287,32 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
     let mut b = base_builder(tls)?;
     install_sessions(&mut b, tls, sessions);
     b.set_async_select_certificate_callback(move |hello| {
-        let Some(variant) = selector.choose(hello) else {
-            tracing::debug!(sni = ?hello.servername(NameType::HOST_NAME), "unknown SNI rejected");
-            return Err(AsyncSelectCertError);
+        let ctx = match selector.choose(hello) {
+            Some(variant) => Some(variant.ctx.clone()),
+            None => {
+                // Refused in the servername callback below, which can choose the alert.
+                handshake_info::mark_sni_rejected(hello.ssl());
+                None
+            }
         };
-        let ctx = variant.ctx.clone();
         let fut: BoxSelectCertFuture = Box::pin(async move {
-            let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| {
-                hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError)
+            let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
+                Some(ctx) => hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError),
+                None => Ok(()),
             });
             Ok(finish)
         });
         Ok(fut)
+    });
+    // Runs after certificate selection, always on the front context's callback.
+    b.set_servername_callback(|ssl, alert| {
+        if handshake_info::sni_rejected(ssl) {
+            tracing::debug!(sni = ?ssl.servername(NameType::HOST_NAME), "unknown SNI rejected");
+            *alert = SslAlert::UNRECOGNIZED_NAME;
+            Err(SniError::ALERT_FATAL)
+        } else {
+            Ok(())
+        }
     });
     Ok(b.build())
 }

@@ -35,6 +35,7 @@ impl Resumption {
 
 const MARK_TICKET: u8 = 1;
 const MARK_SESSION_ID: u8 = 2;
+const MARK_SNI_REJECTED: u8 = 4;
 
 struct Trace(AtomicU8);
 
@@ -58,6 +59,16 @@ pub(crate) fn mark_ticket(ssl: &SslRef) {
 
 pub(crate) fn mark_session_id(ssl: &SslRef) {
     mark(ssl, MARK_SESSION_ID);
+}
+
+pub(crate) fn mark_sni_rejected(ssl: &SslRef) {
+    mark(ssl, MARK_SNI_REJECTED);
+}
+
+/// Whether the handshake was refused because its SNI matched no site (`unknown_sni = "reject"`).
+pub fn sni_rejected(ssl: &SslRef) -> bool {
+    ssl.ex_data(*TRACE_INDEX)
+        .is_some_and(|t| t.0.load(Ordering::Relaxed) & MARK_SNI_REJECTED != 0)
 }
 
 /// A summary of a completed handshake.

@@ -11,7 +11,6 @@
 //! - [`pki`]: throwaway certificates for the demo and the tests.
 //! - `ffi`: the only module with `unsafe` code.
 
-
 pub mod context;
 mod ffi;
 pub mod handshake_info;

@@ -106,40 +106,62 @@ pub fn lint_one(
     };
     match load_key(&format!("{at}.key"), key_path) {
         Ok(key) => {
-            if !chain[0].public_key().is_ok_and(|pk| pk.public_eq(&key)) {
-                out.push(Issue::error(
-                    format!("{at}.key"),
-                    format!(
+            let matches = |c: &X509| c.public_key().is_ok_and(|pk| pk.public_eq(&key));
+            if !matches(&chain[0]) {
+                let msg = match chain.iter().position(matches) {
+                    Some(m) => format!(
+                        "{}: the private key belongs to certificate {m} of {file}, not to the first one: \
+                         the chain is out of order (leaf first, then each issuer)",
+                        key_path.display()
+                    ),
+                    None => format!(
                         "{}: private key does not match the certificate (first in {file})",
                         key_path.display()
                     ),
-                ));
+                };
+                out.push(Issue::error(format!("{at}.key"), msg));
             }
         }
         Err(e) => out.push(Issue::error(format!("{at}.key"), e.to_string())),
     }
 
-    // Order and completeness.
-    for k in 0..chain.len().saturating_sub(1) {
-        if !issued(&chain[k + 1], &chain[k]) {
-            let elsewhere = chain.iter().enumerate().find(|(m, c)| *m != k && issued(c, &chain[k]));
-            let msg = match elsewhere {
-                Some((m, _)) => format!(
-                    "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
-                    subject(&chain[k])
-                ),
-                None => format!(
-                    "{file}: certificate {} (\"{}\") did not issue certificate {k} (\"{}\"); the chain is broken",
-                    k + 1,
-                    subject(&chain[k + 1]),
-                    subject(&chain[k])
-                ),
-            };
-            out.push(Issue::error(&chain_field, msg));
+    // Order and completeness: the leaf first, each certificate followed by its issuer.
+    if let Some(m) = (1..chain.len()).find(|m| issued(&chain[0], &chain[*m])) {
+        out.push(Issue::error(
+            &chain_field,
+            format!(
+                "{file}: chain out of order: certificate 0 (\"{}\") issued certificate {m} (\"{}\"); \
+                 the leaf must come first, each certificate followed by its issuer",
+                subject(&chain[0]),
+                subject(&chain[m])
+            ),
+        ));
+    } else {
+        for k in 0..chain.len().saturating_sub(1) {
+            if !issued(&chain[k + 1], &chain[k]) {
+                let elsewhere = chain.iter().enumerate().find(|(m, c)| *m != k && issued(c, &chain[k]));
+                let msg = match elsewhere {
+                    Some((m, _)) => format!(
+                        "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
+                        subject(&chain[k])
+                    ),
+                    None => format!(
+                        "{file}: certificate {} (\"{}\") did not issue certificate {k} (\"{}\"); the chain is broken",
+                        k + 1,
+                        subject(&chain[k + 1]),
+                        subject(&chain[k])
+                    ),
+                };
+                out.push(Issue::error(&chain_field, msg));
+            }
         }
     }
+    // With the order wrong, "missing intermediate" and name coverage would only add noise.
+    let out_of_order = out.iter().any(|i| i.message.contains("out of order"));
     let last = chain.last().expect("non-empty");
-    if chain.len() > 1 && self_signed(last) {
+    if out_of_order {
+        // Already reported; completeness cannot be judged on a misordered chain.
+    } else if chain.len() > 1 && self_signed(last) {
         out.push(Issue::warning(
             &chain_field,
             format!(
@@ -168,7 +190,7 @@ pub fn lint_one(
     for (k, cert) in chain.iter().enumerate() {
         lint_cert(&chain_field, &file, k, cert, now, &mut out);
     }
-    if let Some(uncovered) = names.iter().find(|n| !covers(&chain[0], n)) {
+    if let Some(uncovered) = names.iter().find(|n| !out_of_order && !covers(&chain[0], n)) {
         out.push(Issue::warning(
             &chain_field,
             format!("{file}: the certificate does not cover the site's server name {uncovered:?}"),
@@ -246,7 +268,6 @@ fn covers(leaf: &X509Ref, name: &str) -> bool {
         san.dnsname().is_some_and(|d| {
             let d = d.to_ascii_lowercase();
             d == name
-                || (d.starts_with("*.") && name.starts_with("*.") && d == name)
                 || d.strip_prefix("*.")
                     .is_some_and(|p| name.split_once('.').is_some_and(|(_, rest)| rest == p))
         }) || san

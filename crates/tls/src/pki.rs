@@ -27,10 +27,13 @@ fn e(err: impl std::fmt::Display) -> PkiError {
     PkiError(err.to_string())
 }
 
-/// A generated key pair with its PEM.
+/// A generated key with its PEM.
 pub struct GeneratedKey {
-    /// rcgen's handle (for signing).
-    pub pair: KeyPair,
+    /// rcgen's signing handle; None for keys rcgen refuses to load (RSA under 2048 bits, made
+    /// only to test that weak keys are caught), which can still be certified as leaves.
+    pub pair: Option<KeyPair>,
+    /// SubjectPublicKeyInfo DER.
+    pub spki_der: Vec<u8>,
     /// PKCS#8 PEM.
     pub pem: String,
 }
@@ -44,11 +47,27 @@ pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
             let rsa = boring::rsa::Rsa::generate(bits).map_err(e)?;
             let pkey = boring::pkey::PKey::from_rsa(rsa).map_err(e)?;
             let pem = String::from_utf8(pkey.private_key_to_pem_pkcs8().map_err(e)?).map_err(e)?;
-            KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256).map_err(e)?
+            let spki_der = pkey.public_key_to_der().map_err(e)?;
+            match KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256) {
+                Ok(pair) => pair,
+                Err(_) if bits < 2048 => {
+                    return Ok(GeneratedKey {
+                        pair: None,
+                        spki_der,
+                        pem,
+                    })
+                }
+                Err(err) => return Err(e(err)),
+            }
         }
     };
     let pem = pair.serialize_pem();
-    Ok(GeneratedKey { pair, pem })
+    let spki_der = rcgen::PublicKeyData::subject_public_key_info(&pair);
+    Ok(GeneratedKey {
+        pair: Some(pair),
+        spki_der,
+        pem,
+    })
 }
 
 /// What to put in a certificate.
@@ -100,7 +119,7 @@ pub struct Certified {
     /// PEM of its private key.
     pub key_pem: String,
     params: CertificateParams,
-    key: KeyPair,
+    key: Option<KeyPair>,
 }
 
 impl Certified {
@@ -137,12 +156,18 @@ impl Certified {
                 });
             }
         }
-        let cert = match issuer {
-            Some(ca) => {
-                let signer = Issuer::from_params(&ca.params, &ca.key);
-                params.signed_by(&key.pair, &signer).map_err(e)?
+        let cert = match (issuer, &key.pair) {
+            (Some(ca), _) => {
+                let ca_key = ca
+                    .key
+                    .as_ref()
+                    .ok_or_else(|| PkiError("the issuer has no signing key".into()))?;
+                let signer = Issuer::from_params(&ca.params, ca_key);
+                let public = rcgen::SubjectPublicKeyInfo::from_der(&key.spki_der).map_err(e)?;
+                params.signed_by(&public, &signer).map_err(e)?
             }
-            None => params.self_signed(&key.pair).map_err(e)?,
+            (None, Some(pair)) => params.self_signed(pair).map_err(e)?,
+            (None, None) => return Err(PkiError("this key cannot self-sign".into())),
         };
         Ok(Self {
             cert_pem: cert.pem(),

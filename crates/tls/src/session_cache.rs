@@ -22,10 +22,13 @@ pub struct SessionCacheStats {
     pub misses: AtomicU64,
 }
 
+/// A cached session: its DER encoding and when it expires.
+type Entry = (Vec<u8>, Instant);
+
 /// A bounded, expiring session-ID cache shared by every worker.
 #[derive(Debug)]
 pub struct SessionCache {
-    entries: Mutex<LruCache<Vec<u8>, (Vec<u8>, Instant)>>,
+    entries: Mutex<LruCache<Vec<u8>, Entry>>,
     timeout: Mutex<Duration>,
     /// Counters.
     pub stats: SessionCacheStats,

@@ -1,0 +1,296 @@
+//! Issue 2: bad input on the TLS port. Plain HTTP gets a plain-text 400; malformed ClientHellos
+//! get an alert or a close; stalled handshakes are dropped after the handshake timeout; oversized
+//! request headers get 431; past `max_connections` new connections are shed. None of it disturbs
+//! the other connections: a request in flight through an upstream finishes, and new requests are
+//! served.
+
+mod common;
+
+use common::{config_text, wait_until, Fixture};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use tlsgate_testkit::{free_port, GatewayProcess, Origin, TestPki};
+
+/// A gateway with `server` lines added to `[server]`, and a `/slow` route to an origin.
+struct Bed {
+    f: Fixture,
+    origin: Origin,
+}
+
+fn start(server: &str) -> Bed {
+    let origin = Origin::start("slow-origin");
+    let routes = format!(
+        "[[site.route]]\npath_prefix = \"/slow\"\nupstream = \"origin\"\n\n[[upstream]]\nname = \"origin\"\nservers = [\"{}\"]\n",
+        origin.addr()
+    );
+    let pki = TestPki::new();
+    let (https, admin) = (free_port(), free_port());
+    let text = config_text(&pki, https, admin, "", &routes).replacen(
+        "[server]\nworkers = 2\n",
+        &format!("[server]\nworkers = 2\n{server}\n"),
+        1,
+    );
+    assert!(text.contains(server), "the [server] table moved in config_text");
+    let gw = GatewayProcess::start(common::binary(), &text, admin, &[https]);
+    Bed {
+        f: Fixture { pki, https, admin, gw },
+        origin,
+    }
+}
+
+impl Bed {
+    fn failures(&self, reason: &str) -> f64 {
+        self.f
+            .gw
+            .metric("tlsgate_handshake_failures_total", &[&format!("reason=\"{reason}\"")])
+    }
+
+    /// Runs `bad` while a request through the upstream is in flight (`ms` long), then checks that
+    /// the in-flight request finished normally and that a new request is served.
+    fn alongside<T>(&self, ms: u64, bad: impl FnOnce() -> T) -> T {
+        let before = self.origin.count();
+        std::thread::scope(|s| {
+            let slow = s.spawn(|| self.f.curl(&[], &format!("/slow?ms={ms}")));
+            assert!(
+                wait_until(Duration::from_secs(5), || self.origin.count() > before),
+                "the slow request never reached the origin"
+            );
+            let result = bad();
+            let slow = slow.join().expect("curl thread");
+            assert_eq!(slow.stdout, "slow done\n", "in-flight request: {}", slow.all());
+            let hello = self.f.curl(&[], "/hello");
+            assert_eq!(hello.stdout, "Hello, world!", "new request: {}", hello.all());
+            result
+        })
+    }
+
+    fn tcp(&self) -> TcpStream {
+        let s = TcpStream::connect(self.f.connect()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+}
+
+/// Reads until the server closes the connection; returns what arrived and how long it took.
+/// Panics if the server keeps the connection open for `limit`.
+fn until_closed(mut s: TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
+    let started = Instant::now();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, started.elapsed()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (got, started.elapsed()),
+            Err(e) => panic!(
+                "connection still open after {:?} ({e}); received {:02x?}",
+                started.elapsed(),
+                &got[..got.len().min(64)]
+            ),
+        }
+    }
+}
+
+#[test]
+fn plaintext_http_gets_a_plain_400_and_is_closed() {
+    let bed = start("");
+    let f = &bed.f;
+    bed.alongside(1000, || {
+        for request in [
+            "GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            "POST /hello HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc",
+            "HEAD / HTTP/1.0\r\n\r\n",
+            "CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\n\r\n",
+        ] {
+            let mut s = bed.tcp();
+            s.write_all(request.as_bytes()).unwrap();
+            let (reply, _) = until_closed(s, Duration::from_secs(5));
+            let reply = String::from_utf8_lossy(&reply).into_owned();
+            let (head, body) = reply
+                .split_once("\r\n\r\n")
+                .unwrap_or_else(|| panic!("{request:?}: {reply:?}"));
+            assert!(head.starts_with("HTTP/1.1 400 "), "{request:?}: {reply:?}");
+            assert!(body.contains("https://"), "{request:?}: {reply:?}");
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no Content-Length: {reply:?}"));
+            assert_eq!(body.len(), length, "{request:?}: {reply:?}");
+        }
+        // A real client speaking http:// to the TLS port reads the 400 too.
+        let url = format!("http://127.0.0.1:{}/hello", f.https);
+        let out = tlsgate_testkit::run(
+            "curl",
+            &["-sS", "--max-time", "5", "-w", "\n%{http_code}", &url],
+            b"",
+            Duration::ZERO,
+            Duration::from_secs(10),
+        );
+        assert!(out.stdout.ends_with("\n400"), "{}", out.all());
+        assert!(out.stdout.contains("use https://"), "{}", out.all());
+    });
+    assert_eq!(bed.failures("plaintext_http"), 5.0, "{}", f.gw.metrics());
+}
+
+/// Sends each case on its own connection; each must get an alert record or a bare close.
+fn send_malformed(bed: &Bed, cases: &[(&str, &[u8])]) {
+    for (name, bytes) in cases {
+        let mut s = bed.tcp();
+        s.write_all(bytes).unwrap();
+        let (reply, _) = until_closed(s, Duration::from_secs(5));
+        assert!(
+            reply.is_empty() || reply[0] == 0x15,
+            "{name}: expected an alert record or nothing, got {:02x?}",
+            &reply[..reply.len().min(32)]
+        );
+    }
+}
+
+#[test]
+fn malformed_records_get_an_alert_or_a_close() {
+    let bed = start("");
+    let cases: &[(&str, &[u8])] = &[
+        // A handshake record header with an impossible version.
+        ("bad record version", b"\x16\xfe\xfe\x00\x05hello"),
+        // Application data before any handshake.
+        ("application data first", b"\x17\x03\x03\x00\x05hello"),
+        // A record longer than TLS allows.
+        ("oversized record", b"\x16\x03\x01\xff\xff\x01\x00\x00\x04"),
+        // Not TLS at all (and not HTTP).
+        (
+            "binary garbage",
+            b"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f",
+        ),
+    ];
+    bed.alongside(1000, || send_malformed(&bed, cases));
+    assert_eq!(bed.failures("malformed"), cases.len() as f64, "{}", bed.f.gw.metrics());
+    assert_eq!(bed.failures("timeout"), 0.0);
+}
+
+#[test]
+fn malformed_client_hello_bodies_count_as_malformed() {
+    let bed = start("");
+    let cases: &[(&str, &[u8])] = &[
+        // A well-framed record whose ClientHello is cut short inside the message.
+        (
+            "truncated ClientHello",
+            b"\x16\x03\x01\x00\x08\x01\x00\x00\x04\x03\x03\xff\xff",
+        ),
+        // A ClientHello of the announced length holding garbage.
+        (
+            "garbage ClientHello",
+            b"\x16\x03\x01\x00\x2f\x01\x00\x00\x2b\x03\x03garbage-garbage-garbage-garbage-garbage!!",
+        ),
+    ];
+    bed.alongside(1000, || send_malformed(&bed, cases));
+    assert_eq!(bed.failures("malformed"), cases.len() as f64, "{}", bed.f.gw.metrics());
+}
+
+#[test]
+fn stalled_handshakes_are_dropped_after_the_handshake_timeout() {
+    let bed = start("handshake_timeout = \"1s\"");
+    // Nothing at all, and half a ClientHello (a record announcing 200 bytes, 20 sent).
+    let silent = bed.tcp();
+    let mut half = bed.tcp();
+    half.write_all(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a")
+        .unwrap();
+    let (a, b) = bed.alongside(1500, || {
+        std::thread::scope(|s| {
+            let a = s.spawn(|| until_closed(silent, Duration::from_secs(4)));
+            let b = s.spawn(|| until_closed(half, Duration::from_secs(4)));
+            (a.join().unwrap(), b.join().unwrap())
+        })
+    });
+    for (name, (reply, after)) in [("silent", a), ("half ClientHello", b)] {
+        assert!(
+            reply.is_empty() || reply[0] == 0x15,
+            "{name}: {:02x?}",
+            &reply[..reply.len().min(32)]
+        );
+        // Dropped by the timeout, not at once.
+        assert!(after >= Duration::from_millis(700), "{name}: closed after {after:?}");
+    }
+    assert_eq!(bed.failures("timeout"), 2.0, "{}", bed.f.gw.metrics());
+}
+
+#[test]
+fn oversized_request_headers_get_431() {
+    let bed = start("");
+    let f = &bed.f;
+    // Just over the default 32 KiB limit (h2 clients do not even send more than the advertised
+    // SETTINGS_MAX_HEADER_LIST_SIZE).
+    let big = format!("X-Big: {}", "a".repeat(33 * 1024));
+    let fits = format!("X-Fits: {}", "a".repeat(16 * 1024));
+    bed.alongside(1000, || {
+        for proto in ["--http1.1", "--http2"] {
+            let out = f.curl(&[proto, "-o", "/dev/null", "-w", "%{http_code}", "-H", &big], "/hello");
+            assert_eq!(out.stdout, "431", "{proto}: {}", out.all());
+            // A large header under the limit is fine.
+            let out = f.curl(&[proto, "-H", &fits], "/hello");
+            assert_eq!(out.stdout, "Hello, world!", "{proto}: {}", out.all());
+        }
+    });
+}
+
+#[test]
+fn a_64k_request_header_gets_431_over_http11() {
+    let bed = start("");
+    let big = format!("X-Big: {}", "a".repeat(64 * 1024));
+    bed.alongside(1000, || {
+        for attempt in 0..5 {
+            let out = bed.f.curl(
+                &["--http1.1", "-o", "/dev/null", "-w", "%{http_code}", "-H", &big],
+                "/hello",
+            );
+            assert_eq!(out.stdout, "431", "attempt {attempt}: {}", out.all());
+        }
+    });
+}
+
+#[test]
+fn connections_over_the_limit_are_shed_until_some_close() {
+    let bed = start("max_connections = 3");
+    let f = &bed.f;
+    let open = || f.gw.metric("tlsgate_open_connections", &[]);
+    let shed = || f.gw.metric("tlsgate_connections_shed_total", &[]);
+    assert_eq!(shed(), 0.0);
+    // Hold two idle connections; the in-flight request is the third.
+    let held: Vec<TcpStream> = (0..2).map(|_| bed.tcp()).collect();
+    bed.alongside(3000, || {
+        assert!(
+            wait_until(Duration::from_secs(2), || open() == 3.0),
+            "{}",
+            f.gw.metrics()
+        );
+        // A fourth connection is closed at once, before any byte is read.
+        let (reply, _) = until_closed(bed.tcp(), Duration::from_secs(2));
+        assert!(reply.is_empty(), "{reply:02x?}");
+        assert_eq!(shed(), 1.0, "{}", f.gw.metrics());
+        let out = f.curl(&[], "/hello");
+        assert!(out.status != Some(0) && out.stdout.is_empty(), "{}", out.all());
+        assert_eq!(shed(), 2.0, "{}", f.gw.metrics());
+        // The held connections are still open.
+        assert_eq!(open(), 3.0, "{}", f.gw.metrics());
+    });
+    // `alongside` served a new request after the in-flight one ended: room again.
+    drop(held);
+    assert!(
+        wait_until(Duration::from_secs(3), || open() == 0.0),
+        "{}",
+        f.gw.metrics()
+    );
+    let conns: Vec<TcpStream> = (0..3).map(|_| bed.tcp()).collect();
+    assert!(
+        wait_until(Duration::from_secs(2), || open() == 3.0),
+        "{}",
+        f.gw.metrics()
+    );
+    drop(conns);
+    assert!(wait_until(Duration::from_secs(3), || open() == 0.0));
+    let out = f.curl(&[], "/hello");
+    assert_eq!(out.stdout, "Hello, world!", "{}", out.all());
+    assert_eq!(shed(), 2.0, "{}", f.gw.metrics());
+}

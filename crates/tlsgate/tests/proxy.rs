@@ -1,0 +1,364 @@
+//! Behaviour 2: reverse proxying to upstream groups: routing by host and path prefix, load
+//! balancing (round robin, least connections), failing servers skipped, 502/504, streaming
+//! request and response bodies, forwarding headers, HTTP/1.1 and HTTP/2 clients.
+
+mod common;
+
+use common::{upstream, upstream_route};
+use std::time::Duration;
+use tlsgate_testkit::{free_port, Origin};
+
+/// The `origin=NAME` lines of echoed bodies, in order.
+fn origins(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("origin="))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The value of a response header in `curl -i` output (case-insensitive name), first one.
+fn header(out: &str, name: &str) -> Option<String> {
+    out.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
+/// Statuses written by `-w "status=%{http_code}\n"`, one per transfer.
+fn statuses(out: &str) -> Vec<String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("status="))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn routes_by_host_and_path_prefix_to_upstream_groups() {
+    let (alpha, beta) = (Origin::start("alpha"), Origin::start("beta"));
+    let routes = [
+        upstream_route(None, "/app/", "a"),
+        upstream_route(None, "/api/", "b"),
+        upstream_route(Some("other.test"), "/", "b"),
+        upstream("a", &[alpha.addr()], ""),
+        upstream("b", &[beta.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+
+    let out = f.curl(&["-i"], "/app/page?x=1");
+    assert_eq!(
+        header(&out.stdout, "x-origin").as_deref(),
+        Some("alpha"),
+        "{}",
+        out.all()
+    );
+    assert_eq!(origins(&out.stdout), ["alpha"], "{}", out.all());
+    assert!(out.stdout.contains("path=/app/page?x=1\n"), "{}", out.all());
+
+    let out = f.curl(&["-i"], "/api/v1/items");
+    assert_eq!(
+        header(&out.stdout, "x-origin").as_deref(),
+        Some("beta"),
+        "{}",
+        out.all()
+    );
+    assert_eq!(origins(&out.stdout), ["beta"], "{}", out.all());
+
+    // A route for a Host wins over the path routes, for any path.
+    let out = f.curl(&["-i", "-H", "Host: other.test"], "/app/page");
+    assert_eq!(
+        header(&out.stdout, "x-origin").as_deref(),
+        Some("beta"),
+        "{}",
+        out.all()
+    );
+    let out = f.curl(&["-i", "-H", "Host: other.test"], "/anything");
+    assert_eq!(origins(&out.stdout), ["beta"], "{}", out.all());
+
+    // The fixed route still answers, and a path no route matches is a 404 from the gateway.
+    assert_eq!(f.curl(&[], "/hello").stdout, "Hello, world!");
+    let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/nothing/here");
+    assert_eq!(statuses(&out.stdout), ["404"], "{}", out.all());
+    assert!(out.stdout.contains("no route"), "{}", out.all());
+    assert!(origins(&out.stdout).is_empty(), "{}", out.all());
+
+    assert_eq!(alpha.count(), 1, "alpha got only /app/page");
+    assert_eq!(beta.count(), 3, "beta got /api/ and both other.test requests");
+    assert!(f.gw.metric("tlsgate_requests_total", &["status=\"404\""]) >= 1.0);
+}
+
+#[test]
+fn round_robin_spreads_requests_over_every_server() {
+    let servers: Vec<Origin> = ["one", "two", "three"].iter().map(|n| Origin::start(n)).collect();
+    let addrs: Vec<String> = servers.iter().map(Origin::addr).collect();
+    let routes = [
+        upstream_route(None, "/", "pool"),
+        upstream("pool", &addrs, "balance = \"round_robin\""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let urls: Vec<String> = (0..8).map(|i| f.url(&format!("/rr/{i}"))).collect();
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.push("--http1.1");
+    let out = f.curl(&args, "/rr/8");
+    let seen = origins(&out.stdout);
+    assert_eq!(seen.len(), 9, "{}", out.all());
+    for (i, o) in seen.iter().enumerate().skip(3) {
+        assert_eq!(o, &seen[i - 3], "round robin repeats every 3 requests: {seen:?}");
+    }
+    for s in &servers {
+        assert_eq!(s.count(), 3, "every server gets a third of the requests: {seen:?}");
+    }
+}
+
+#[test]
+fn least_conn_avoids_the_server_with_a_slow_request_in_flight() {
+    let (a, b) = (Origin::start("a"), Origin::start("b"));
+    let routes = [
+        upstream_route(None, "/", "pool"),
+        upstream("pool", &[a.addr(), b.addr()], "balance = \"least_conn\""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let (ca, url) = (f.pki.ca_file(), f.url("/slow?ms=1500"));
+    let slow = std::thread::spawn(move || common::curl_url(&ca, &[], &url));
+    assert!(
+        common::wait_until(Duration::from_secs(5), || a.count() + b.count() == 1),
+        "the slow request never reached an origin"
+    );
+    let (busy, idle) = if a.count() == 1 { (&a, "b") } else { (&b, "a") };
+
+    let urls: Vec<String> = (0..3).map(|i| f.url(&format!("/quick/{i}"))).collect();
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.push("--http1.1");
+    let out = f.curl(&args, "/quick/3");
+    assert_eq!(
+        origins(&out.stdout),
+        [idle; 4],
+        "every request made while the other server is busy goes to the idle one:\n{}",
+        out.all()
+    );
+    assert_eq!(busy.count(), 1);
+    let slow = slow.join().expect("slow curl thread");
+    assert_eq!(slow.stdout, "slow done\n", "{}", slow.all());
+}
+
+#[test]
+fn a_dead_server_is_skipped_for_fail_timeout_after_its_first_failure() {
+    let live = Origin::start("live");
+    let dead = format!("127.0.0.1:{}", free_port());
+    let routes = [
+        upstream_route(None, "/", "pool"),
+        upstream_route(None, "/brief/", "brief"),
+        // The dead server comes first, so round robin tries it on the very first request.
+        upstream("pool", &[dead.clone(), live.addr()], "fail_timeout = \"60s\""),
+        upstream("brief", &[dead, live.addr()], "fail_timeout = \"1s\""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let get = |prefix: &str, n: usize| {
+        let urls: Vec<String> = (0..n).map(|i| f.url(&format!("{prefix}{i}"))).collect();
+        let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+        args.extend(["--http1.1", "-w", "status=%{http_code}\n"]);
+        let out = f.curl(&args, &format!("{prefix}{n}"));
+        // A bodiless request that could not connect is retried once on the other server: no 502.
+        assert_eq!(statuses(&out.stdout), vec!["200"; n + 1], "{}", out.all());
+        assert_eq!(origins(&out.stdout), vec!["live"; n + 1], "{}", out.all());
+    };
+    let connect_errors = |group: &str| {
+        f.gw.metric(
+            "tlsgate_upstream_errors_total",
+            &[&format!("upstream=\"{group}\""), "kind=\"connect\""],
+        )
+    };
+    get("/item/", 5);
+    assert_eq!(live.count(), 6);
+    // One connect failure, then the dead server is not tried again within fail_timeout.
+    assert_eq!(connect_errors("pool"), 1.0, "{}", f.gw.metrics());
+
+    // Once fail_timeout has passed the server gets another chance (and fails again).
+    get("/brief/", 1);
+    assert_eq!(connect_errors("brief"), 1.0, "{}", f.gw.metrics());
+    std::thread::sleep(Duration::from_millis(1300));
+    get("/brief/", 1);
+    assert_eq!(connect_errors("brief"), 2.0, "{}", f.gw.metrics());
+    assert_eq!(connect_errors("pool"), 1.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn all_servers_dead_is_a_short_502() {
+    let servers = vec![
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    ];
+    let routes = [upstream_route(None, "/", "gone"), upstream("gone", &servers, "")].concat();
+    let f = common::start("", &routes);
+    let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/x");
+    assert_eq!(statuses(&out.stdout), ["502"], "{}", out.all());
+    let body = out.stdout.split("\nstatus=").next().unwrap_or("");
+    assert!(body.starts_with("502"), "{body:?}");
+    assert!(body.len() < 200, "a short body, not a page: {body:?}");
+    assert!(
+        f.gw.metric(
+            "tlsgate_upstream_errors_total",
+            &["upstream=\"gone\"", "kind=\"connect\""]
+        ) >= 1.0
+    );
+    assert!(f.gw.metric("tlsgate_requests_total", &["status=\"502\""]) >= 1.0);
+}
+
+#[test]
+fn upstream_header_timeout_is_a_504() {
+    let origin = Origin::start("sleepy");
+    let routes = [
+        upstream_route(None, "/", "sleepy"),
+        upstream("sleepy", &[origin.addr()], "header_timeout = \"500ms\""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/slow?ms=2000");
+    assert_eq!(statuses(&out.stdout), ["504"], "{}", out.all());
+    assert!(out.stdout.starts_with("504"), "{}", out.all());
+    assert!(
+        f.gw.metric(
+            "tlsgate_upstream_errors_total",
+            &["upstream=\"sleepy\"", "kind=\"timeout\""]
+        ) >= 1.0,
+        "{}",
+        f.gw.metrics()
+    );
+    // A fast request through the same group is fine.
+    let out = f.curl(&[], "/slow?ms=10");
+    assert_eq!(out.stdout, "slow done\n", "{}", out.all());
+}
+
+#[test]
+fn request_bodies_stream_to_the_origin() {
+    let origin = Origin::start("sink");
+    let routes = [
+        upstream_route(None, "/", "sink"),
+        upstream("sink", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let size = 6 * 1024 * 1024 + 123;
+    let file = f.pki.path("upload.bin");
+    std::fs::write(&file, vec![b'u'; size]).expect("write upload");
+    let data = format!("@{}", file.display());
+    for proto in ["--http1.1", "--http2"] {
+        let out = f.curl(
+            &[
+                proto,
+                "--data-binary",
+                &data,
+                "-H",
+                "Content-Type: application/octet-stream",
+            ],
+            "/upload",
+        );
+        assert_eq!(out.stdout, format!("received={size}\n"), "{proto}: {}", out.all());
+    }
+}
+
+#[test]
+fn response_bodies_stream_to_the_client() {
+    let origin = Origin::start("streamer");
+    let routes = [
+        upstream_route(None, "/", "streamer"),
+        upstream("streamer", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    for proto in ["--http1.1", "--http2"] {
+        let out = f.curl(
+            &[proto, "-N", "-w", "\ntimes=%{time_starttransfer} %{time_total}\n"],
+            "/stream?chunks=5&ms=300",
+        );
+        for i in 0..5 {
+            assert!(out.stdout.contains(&format!("chunk {i}\n")), "{proto}: {}", out.all());
+        }
+        let times = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("times="))
+            .unwrap_or_else(|| panic!("{proto}: no times: {}", out.all()));
+        let (first, total) = times.split_once(' ').expect("two times");
+        let (first, total): (f64, f64) = (first.parse().unwrap(), total.parse().unwrap());
+        // The origin takes about 1.5 s to send its five chunks; a proxy that buffered the body
+        // would deliver the first byte only at the end.
+        assert!(
+            first < total - 0.5,
+            "{proto}: first byte at {first}s, last at {total}s: the body was not streamed"
+        );
+    }
+}
+
+#[test]
+fn forwarded_headers_carry_the_client_address_and_https() {
+    let origin = Origin::start("echo");
+    let routes = [
+        upstream_route(None, "/", "echo"),
+        upstream("echo", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let out = f.curl(&[], "/echo");
+    assert!(out.stdout.contains("\nx-forwarded-for: 127.0.0.1\n"), "{}", out.all());
+    assert!(out.stdout.contains("\nx-forwarded-proto: https\n"), "{}", out.all());
+
+    // A client-supplied X-Forwarded-For is appended to; a client-supplied proto is replaced.
+    let out = f.curl(
+        &["-H", "X-Forwarded-For: 203.0.113.7", "-H", "X-Forwarded-Proto: http"],
+        "/echo",
+    );
+    assert!(
+        out.stdout.contains("\nx-forwarded-for: 203.0.113.7, 127.0.0.1\n"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stdout.contains("\nx-forwarded-proto: https\n"), "{}", out.all());
+    assert!(!out.stdout.contains("x-forwarded-proto: http\n"), "{}", out.all());
+}
+
+#[test]
+fn http11_and_http2_clients_are_both_proxied() {
+    let origin = Origin::start("echo");
+    let routes = [
+        upstream_route(None, "/", "echo"),
+        upstream("echo", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    for (proto, version, label) in [("--http1.1", "1.1", "h1"), ("--http2", "2", "h2")] {
+        let out = f.curl(&[proto, "-i", "-w", "\nversion=%{http_version}\n"], "/via?proto=x");
+        assert!(
+            out.stdout.contains(&format!("\nversion={version}\n")),
+            "{proto}: {}",
+            out.all()
+        );
+        assert_eq!(
+            header(&out.stdout, "x-origin").as_deref(),
+            Some("echo"),
+            "{}",
+            out.all()
+        );
+        assert!(
+            out.stdout.contains("method=GET\npath=/via?proto=x\n"),
+            "{proto}: {}",
+            out.all()
+        );
+        // The origin sees a Host header even when the client sent only :authority (h2).
+        assert!(
+            out.stdout.contains(&format!("\nhost: localhost:{}\n", f.https)),
+            "{proto}: {}",
+            out.all()
+        );
+        assert!(
+            f.gw.metric(
+                "tlsgate_requests_total",
+                &[&format!("protocol=\"{label}\""), "status=\"200\""]
+            ) >= 1.0
+        );
+    }
+    assert_eq!(origin.count(), 2);
+}
