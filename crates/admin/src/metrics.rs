@@ -29,6 +29,8 @@ pub fn intern(name: &str) -> &'static str {
 /// Labels of a completed handshake.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandshakeLabels {
+    /// Site selected by SNI.
+    pub site: &'static str,
     /// `full`, `session_id`, `ticket` or `tls13_psk`.
     pub outcome: &'static str,
     /// `TLSv1.2` / `TLSv1.3`.
@@ -82,6 +84,13 @@ pub struct UpstreamErrorLabels {
     pub kind: &'static str,
 }
 
+/// Labels of TLS record-size decisions.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RecordLabels {
+    /// `segment` (one TCP segment), `growing`, `full`, or `fixed` (dynamic sizing off).
+    pub phase: &'static str,
+}
+
 /// Labels with a single `name`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NameLabels {
@@ -124,8 +133,12 @@ pub struct Metrics {
     pub bytes_out: Counter,
     /// Config reloads.
     pub reloads: Family<ResultLabels, Counter>,
+    /// Writes to clients by TLS record-size phase.
+    pub record_writes: Family<RecordLabels, Counter>,
     /// Values copied in at scrape time (session cache, ticket keys, ...).
     pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
+    /// OCSP stapling.
+    pub ocsp: OcspMetrics,
 }
 
 impl Default for Metrics {
@@ -206,12 +219,19 @@ impl Metrics {
         );
         let reloads = Family::default();
         registry.register("config_reloads", "Configuration reload attempts", reloads.clone());
+        let record_writes = Family::default();
+        registry.register(
+            "tls_record_writes",
+            "Writes to clients by TLS record-size phase",
+            record_writes.clone(),
+        );
         let state = Family::default();
         registry.register(
             "state",
             "Internal state copied at scrape time (session cache, ticket keys)",
             state.clone(),
         );
+        let ocsp = OcspMetrics::register(&mut registry);
         Self {
             registry,
             handshakes,
@@ -226,7 +246,9 @@ impl Metrics {
             bytes_in,
             bytes_out,
             reloads,
+            record_writes,
             state,
+            ocsp,
         }
     }
 
@@ -240,5 +262,70 @@ impl Metrics {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+/// Labels of a stapled certificate.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OcspLabels {
+    /// Site name.
+    pub site: &'static str,
+    /// Key type of the certificate (as in `tlsgate_handshakes_total{cert}`).
+    pub cert: &'static str,
+}
+
+/// Labels of an OCSP fetch.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OcspFetchLabels {
+    /// Site name.
+    pub site: &'static str,
+    /// Key type of the certificate.
+    pub cert: &'static str,
+    /// `ok`, `http_error`, `invalid`, `revoked` or `unreachable`.
+    pub outcome: &'static str,
+}
+
+/// OCSP stapling metrics, per site and certificate.
+#[derive(Debug)]
+pub struct OcspMetrics {
+    /// 1 while a valid response is stapled, 0 otherwise (set at scrape time).
+    pub present: Family<OcspLabels, Gauge>,
+    /// Seconds since the stapled response's thisUpdate (set at scrape time; absent without one).
+    pub age: Family<OcspLabels, Gauge>,
+    /// Fetch attempts by outcome.
+    pub fetches: Family<OcspFetchLabels, Counter>,
+    /// Completed full handshakes that carried the staple.
+    pub stapled_handshakes: Family<OcspLabels, Counter>,
+}
+
+impl OcspMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            present: Family::default(),
+            age: Family::default(),
+            fetches: Family::default(),
+            stapled_handshakes: Family::default(),
+        };
+        registry.register(
+            "ocsp_staple_present",
+            "Whether a valid OCSP response is stapled (1) or not (0)",
+            m.present.clone(),
+        );
+        registry.register(
+            "ocsp_staple_age_seconds",
+            "Age of the stapled OCSP response (since its thisUpdate)",
+            m.age.clone(),
+        );
+        registry.register(
+            "ocsp_fetches",
+            "OCSP responder fetches by outcome (ok, http_error, invalid, revoked, unreachable)",
+            m.fetches.clone(),
+        );
+        registry.register(
+            "ocsp_stapled_handshakes",
+            "Completed full handshakes that carried an OCSP staple",
+            m.stapled_handshakes.clone(),
+        );
+        m
     }
 }

@@ -57,13 +57,20 @@ pub fn parse(text: &str) -> Result<Config, String> {
 
 /// Makes every relative certificate/key path relative to `base`.
 pub fn resolve_paths(config: &mut Config, base: &Path) {
+    let mut paths: Vec<&mut PathBuf> = Vec::new();
     for site in &mut config.sites {
         for cert in &mut site.certificates {
-            for p in [&mut cert.chain, &mut cert.key] {
-                if p.is_relative() {
-                    *p = base.join(&*p);
-                }
-            }
+            paths.push(&mut cert.chain);
+            paths.extend(cert.key.as_mut());
+            paths.extend(cert.ocsp_file.as_mut());
+        }
+    }
+    if let Some(k) = &mut config.keyless {
+        paths.extend([&mut k.client_certificate, &mut k.client_key, &mut k.server_ca]);
+    }
+    for p in paths {
+        if p.is_relative() {
+            *p = base.join(&*p);
         }
     }
 }

@@ -34,6 +34,9 @@ pub struct Config {
     /// Upstream groups that routes forward to.
     #[serde(default, rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
+    /// How the gateway reaches key servers (required when a certificate names `key_servers`).
+    #[serde(default)]
+    pub keyless: Option<KeylessConfig>,
 }
 
 /// `[server]`
@@ -139,6 +142,16 @@ pub struct TlsConfig {
     /// What to do with a ClientHello whose SNI matches no site: `default` (serve the default
     /// site) or `reject` (handshake refused with an `unrecognized_name` alert).
     pub unknown_sni: UnknownSni,
+    /// Dynamic TLS record sizing: a new connection, or one idle for `dynamic_records_idle`,
+    /// starts with records that fit one TCP segment (the first bytes are decryptable as soon as
+    /// their segment arrives), growing with the congestion window up to `max_record_size`.
+    pub dynamic_records: bool,
+    /// Largest TLS record sent (512..=16384); the fixed size when `dynamic_records` is off.
+    pub max_record_size: usize,
+    /// Idle time after which a connection starts again with one-segment records.
+    pub dynamic_records_idle: Duration,
+    /// Without TCP_INFO (non-Linux), how many bytes go out in one-segment records before full size.
+    pub dynamic_records_fallback_bytes: usize,
     /// TLS 1.2 session-ID cache.
     pub session_cache: SessionCacheConfig,
     /// Session tickets (TLS 1.2 tickets and TLS 1.3 PSK tickets).
@@ -154,6 +167,10 @@ impl Default for TlsConfig {
             groups: vec!["X25519MLKEM768".into(), "X25519".into(), "P-256".into()],
             alpn: vec!["h2".into(), "http/1.1".into()],
             unknown_sni: UnknownSni::Default,
+            dynamic_records: true,
+            max_record_size: 16_384,
+            dynamic_records_idle: Duration::from_secs(1),
+            dynamic_records_fallback_bytes: 64 * 1024,
             session_cache: SessionCacheConfig::default(),
             tickets: TicketConfig::default(),
         }
@@ -335,8 +352,94 @@ impl HstsConfig {
 pub struct CertificateConfig {
     /// PEM file: the leaf certificate first, then intermediates (no root).
     pub chain: PathBuf,
-    /// PEM file with the private key (PKCS#8, SEC1 or PKCS#1).
-    pub key: PathBuf,
+    /// PEM file with the private key (PKCS#8, SEC1 or PKCS#1). Exactly one of `key` and
+    /// `key_servers` is set.
+    #[serde(default)]
+    pub key: Option<PathBuf>,
+    /// Key servers (`host:port`) holding the private key instead of a key file (keyless TLS).
+    #[serde(default)]
+    pub key_servers: Vec<String>,
+    /// OCSP stapling: `auto` (staple a response fetched from the responder the certificate names,
+    /// or from `ocsp_url`, or read from `ocsp_file`) or `off`.
+    #[serde(default)]
+    pub ocsp: OcspMode,
+    /// OCSP responder (`http://...`) to ask instead of the one named in the certificate.
+    #[serde(default)]
+    pub ocsp_url: Option<String>,
+    /// DER OCSP response to staple instead of fetching one (re-read on reload; checked like a
+    /// fetched one, and no longer stapled once expired).
+    #[serde(default)]
+    pub ocsp_file: Option<PathBuf>,
+    /// How often to fetch a fresh OCSP response; by default, when half of the current response's
+    /// validity has passed. Never later than that.
+    #[serde(default)]
+    pub ocsp_refresh: Option<Duration>,
+}
+
+/// See [`CertificateConfig::ocsp`].
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OcspMode {
+    /// Staple when there is a responder (in the certificate or `ocsp_url`) or an `ocsp_file`.
+    #[default]
+    Auto,
+    /// Never staple.
+    Off,
+}
+
+/// `[keyless]`: the gateway's side of keyless TLS (docs/KEYLESS.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeylessConfig {
+    /// PEM chain the gateway presents to key servers (mutual TLS).
+    pub client_certificate: PathBuf,
+    /// Private key of `client_certificate`.
+    pub client_key: PathBuf,
+    /// PEM CA bundle that key servers' certificates must chain to.
+    pub server_ca: PathBuf,
+    /// Longest time to connect to a key server (TCP and TLS).
+    #[serde(default = "default_keyless_connect")]
+    pub connect_timeout: Duration,
+    /// Longest wait for one signature before it is retried on another key server.
+    #[serde(default = "default_keyless_request")]
+    pub request_timeout: Duration,
+    /// Persistent connections kept to each key server.
+    #[serde(default = "default_keyless_connections")]
+    pub connections_per_server: usize,
+    /// How often each connection is pinged; a missed pong closes it.
+    #[serde(default = "default_keyless_health")]
+    pub health_interval: Duration,
+    /// Further attempts on other key servers after a failed or timed-out request.
+    #[serde(default = "default_keyless_retries")]
+    pub retries: usize,
+    /// Consecutive failures after which a key server is skipped (circuit open).
+    #[serde(default = "default_keyless_failures")]
+    pub failure_threshold: u32,
+    /// How long an open circuit skips its key server before it is tried again.
+    #[serde(default = "default_keyless_cooldown")]
+    pub breaker_cooldown: Duration,
+}
+
+fn default_keyless_connect() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_keyless_request() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_keyless_connections() -> usize {
+    2
+}
+fn default_keyless_health() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_keyless_retries() -> usize {
+    2
+}
+fn default_keyless_failures() -> u32 {
+    3
+}
+fn default_keyless_cooldown() -> Duration {
+    Duration::from_secs(2)
 }
 
 /// `[[site.route]]`

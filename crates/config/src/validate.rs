@@ -103,6 +103,7 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     validate_listeners(config, &mut issues);
     validate_sites(config, &mut issues);
     validate_upstreams(config, &mut issues);
+    validate_keyless(config, &mut issues);
     issues
 }
 
@@ -174,6 +175,12 @@ fn validate_tls(tls: &TlsConfig, issues: &mut Vec<Issue>) {
                 format!("{part:?} is not an AEAD (GCM or ChaCha20-Poly1305) suite; CBC suites are not allowed"),
             ));
         }
+    }
+    if !(512..=16_384).contains(&tls.max_record_size) {
+        issues.push(Issue::error(
+            "tls.max_record_size",
+            "must be between 512 and 16384 bytes",
+        ));
     }
     if tls.session_cache.enabled && tls.session_cache.size == 0 {
         issues.push(Issue::error(
@@ -285,7 +292,10 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
             ));
         }
         for (j, c) in site.certificates.iter().enumerate() {
-            for (field, path) in [("chain", &c.chain), ("key", &c.key)] {
+            validate_key_source(config, &format!("{at}.certificate[{j}]"), c, issues);
+            validate_ocsp(&format!("{at}.certificate[{j}]"), c, issues);
+            for (field, path) in [("chain", Some(&c.chain)), ("key", c.key.as_ref())] {
+                let Some(path) = path else { continue };
                 if !path.is_file() {
                     issues.push(Issue::error(
                         format!("{at}.certificate[{j}].{field}"),
@@ -329,6 +339,108 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
                 )),
                 _ => {}
             }
+        }
+    }
+}
+
+/// Exactly one of `key` and `key_servers`; key servers need `[keyless]` and `host:port` entries.
+fn validate_key_source(config: &Config, at: &str, c: &CertificateConfig, issues: &mut Vec<Issue>) {
+    match (&c.key, c.key_servers.is_empty()) {
+        (Some(_), false) => issues.push(Issue::error(
+            format!("{at}.key_servers"),
+            "set either key or key_servers, not both",
+        )),
+        (None, true) => issues.push(Issue::error(
+            format!("{at}.key"),
+            "set key (a private-key file) or key_servers (keyless TLS)",
+        )),
+        (None, false) if config.keyless.is_none() => issues.push(Issue::error(
+            format!("{at}.key_servers"),
+            "key servers need a [keyless] section (client certificate and key-server CA)",
+        )),
+        _ => {}
+    }
+    for (k, server) in c.key_servers.iter().enumerate() {
+        let valid = server
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !valid {
+            issues.push(Issue::error(
+                format!("{at}.key_servers[{k}]"),
+                format!("{server:?} is not host:port"),
+            ));
+        }
+    }
+}
+
+/// OCSP stapling: one source at a time, an `http://` responder, an existing file, a sane interval.
+fn validate_ocsp(at: &str, c: &CertificateConfig, issues: &mut Vec<Issue>) {
+    if c.ocsp == OcspMode::Off {
+        for (field, set) in [("ocsp_url", c.ocsp_url.is_some()), ("ocsp_file", c.ocsp_file.is_some())] {
+            if set {
+                issues.push(Issue::error(
+                    format!("{at}.{field}"),
+                    "is set but ocsp = \"off\"; remove one of them",
+                ));
+            }
+        }
+    }
+    if c.ocsp_url.is_some() && c.ocsp_file.is_some() {
+        issues.push(Issue::error(
+            format!("{at}.ocsp_file"),
+            "set either ocsp_url (fetch) or ocsp_file (staple a file), not both",
+        ));
+    }
+    if let Some(url) = &c.ocsp_url {
+        let host = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split(['/', '?']).next());
+        if host.is_none_or(|h| h.is_empty()) {
+            issues.push(Issue::error(
+                format!("{at}.ocsp_url"),
+                format!("{url:?} is not an http:// URL (OCSP responders are reached over plain HTTP)"),
+            ));
+        }
+    }
+    if let Some(path) = &c.ocsp_file {
+        if !path.is_file() {
+            issues.push(Issue::error(
+                format!("{at}.ocsp_file"),
+                format!("{}: no such file", path.display()),
+            ));
+        }
+    }
+    if c.ocsp_refresh
+        .is_some_and(|r| r.get() < std::time::Duration::from_secs(1))
+    {
+        issues.push(Issue::error(format!("{at}.ocsp_refresh"), "must be at least 1s"));
+    }
+}
+
+fn validate_keyless(config: &Config, issues: &mut Vec<Issue>) {
+    let Some(k) = &config.keyless else { return };
+    for (field, path) in [
+        ("client_certificate", &k.client_certificate),
+        ("client_key", &k.client_key),
+        ("server_ca", &k.server_ca),
+    ] {
+        if !path.is_file() {
+            issues.push(Issue::error(
+                format!("keyless.{field}"),
+                format!("{}: no such file", path.display()),
+            ));
+        }
+    }
+    if k.connections_per_server == 0 {
+        issues.push(Issue::error("keyless.connections_per_server", "must be at least 1"));
+    }
+    for (field, d) in [
+        ("connect_timeout", k.connect_timeout),
+        ("request_timeout", k.request_timeout),
+        ("health_interval", k.health_interval),
+    ] {
+        if d.get().is_zero() {
+            issues.push(Issue::error(format!("keyless.{field}"), "must be greater than zero"));
         }
     }
 }
@@ -405,6 +517,36 @@ fixed_response = { body = "hi" }
     }
 
     #[test]
+    fn exactly_one_key_source_is_required() {
+        let both = MINIMAL.replace("key = \"/dev/null\"", "key = \"/dev/null\"\nkey_servers = [\"k:1\"]");
+        assert!(errors(&parse(&both))
+            .iter()
+            .any(|e| e.contains("site[0].certificate[0].key_servers: set either")));
+        let neither = MINIMAL.replace("key = \"/dev/null\"", "");
+        assert!(errors(&parse(&neither))
+            .iter()
+            .any(|e| e.contains("site[0].certificate[0].key: set key")));
+        let keyless = MINIMAL.replace("key = \"/dev/null\"", "key_servers = [\"k:1\", \"nope\"]");
+        let errs = errors(&parse(&keyless));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("key_servers: key servers need a [keyless]")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("key_servers[1]")), "{errs:?}");
+        let with_section = format!(
+            "{keyless}\n[keyless]\nclient_certificate = \"/x\"\nclient_key = \"/x\"\nserver_ca = \"/x\"\nconnections_per_server = 0\n"
+        );
+        let errs = errors(&parse(&with_section));
+        assert!(errs.iter().any(|e| e.contains("keyless.server_ca")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("keyless.connections_per_server")),
+            "{errs:?}"
+        );
+        assert!(!errs.iter().any(|e| e.contains("need a [keyless]")), "{errs:?}");
+    }
+
+    #[test]
     fn rsa_key_exchange_is_refused() {
         let mut c = parse(MINIMAL);
         c.tls.ciphers_tls12 = "AES128-GCM-SHA256".into();
@@ -469,6 +611,36 @@ fixed_response = { body = "hi" }
         assert_eq!(
             c.sites[0].hsts.as_ref().unwrap().header_value(),
             "max-age=31536000; includeSubDomains; preload"
+        );
+    }
+
+    #[test]
+    fn ocsp_settings_are_checked_and_named() {
+        let with = |lines: &str| {
+            let text = MINIMAL.replace("key = \"/dev/null\"\n", &format!("key = \"/dev/null\"\n{lines}\n"));
+            errors(&parse(&text))
+        };
+        let named = |errs: &[String], field: &str, what: &str| {
+            assert!(
+                errs.iter().any(|e| e.contains(field) && e.contains(what)),
+                "{field} / {what}: {errs:?}"
+            );
+        };
+        let errs = with("ocsp = \"off\"\nocsp_url = \"http://ocsp.example/\"");
+        named(&errs, "site[0].certificate[0].ocsp_url", "ocsp = \"off\"");
+        let errs = with("ocsp_url = \"https://ocsp.example/\"");
+        named(&errs, "site[0].certificate[0].ocsp_url", "not an http:// URL");
+        let errs = with("ocsp_url = \"http://ocsp.example/\"\nocsp_file = \"/nonexistent/staple.der\"");
+        named(&errs, "site[0].certificate[0].ocsp_file", "not both");
+        named(&errs, "site[0].certificate[0].ocsp_file", "no such file");
+        let errs = with("ocsp_refresh = \"100ms\"");
+        named(&errs, "site[0].certificate[0].ocsp_refresh", "at least 1s");
+        let fine = with("ocsp_url = \"http://127.0.0.1:8888\"\nocsp_refresh = \"1h\"");
+        assert!(!fine.iter().any(|e| e.contains("ocsp")), "{fine:?}");
+        assert!(
+            crate::parse(&MINIMAL.replace("key = \"/dev/null\"\n", "key = \"/dev/null\"\nocsp = \"sometimes\"\n"))
+                .unwrap_err()
+                .contains("sometimes")
         );
     }
 

@@ -4,6 +4,7 @@
 
 use crate::gateway::{ConnGuard, Gateway};
 use crate::io::{Activity, MeteredStream};
+use crate::records::{RecordPolicy, RecordSizer};
 use crate::service::{handle, ConnContext};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
@@ -106,9 +107,11 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         }
     };
     let info = HandshakeInfo::read(tls.ssl());
+    let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
     metrics
         .handshakes
         .get_or_create(&HandshakeLabels {
+            site: generation.sites[site_idx].label,
             outcome: info.resumption.as_str(),
             version: info.version,
             cipher: info.cipher,
@@ -125,7 +128,6 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         .handshake_duration
         .get_or_create(&OutcomeLabels { outcome })
         .observe(started.elapsed().as_secs_f64());
-    let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
     let h2 = info.alpn.as_deref() == Some(b"h2");
     let ctx = Arc::new(ConnContext {
         gateway: gateway.clone(),
@@ -137,6 +139,7 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
     let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
     let idle = server.client_idle_timeout.get();
     let shutdown = gateway.shutdown_signal();
+    let tls = RecordSizer::new(tls, RecordPolicy::from_config(&generation.config.tls), metrics.clone());
     if h2 {
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
@@ -161,7 +164,7 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         )
         .await;
         if failed {
-            linger(tls.get_mut()).await;
+            linger(tls.raw_mut()).await;
         }
     }
 }

@@ -1,6 +1,13 @@
-//! A TCP stream wrapper that counts bytes for metrics and records the last time bytes moved, so
-//! the connection task can close connections idle for longer than `client_idle_timeout`.
+//! A TCP stream wrapper that counts bytes for metrics, records the last time bytes moved (so the
+//! connection task can close connections idle for longer than `client_idle_timeout`), and
+//! buffers small reads.
+//!
+//! BoringSSL reads a record in two steps, the 5-byte header and then the body, and ignores
+//! read-ahead; without a buffer below it every request costs two `recvfrom` calls. A small read
+//! is served from one `READ_AHEAD`-byte read instead. The buffer exists only while it holds
+//! bytes, so an idle connection keeps none.
 
+use bytes::{Buf, BytesMut};
 use pin_project_lite::pin_project;
 use std::io;
 use std::pin::Pin;
@@ -47,6 +54,7 @@ pin_project! {
         read: u64,
         written: u64,
         metrics: Arc<tlsgate_admin::Metrics>,
+        ahead: Option<BytesMut>,
     }
 
     impl<S> PinnedDrop for MeteredStream<S> {
@@ -67,6 +75,7 @@ impl<S> MeteredStream<S> {
             read: 0,
             written: 0,
             metrics,
+            ahead: None,
         }
     }
 
@@ -76,17 +85,50 @@ impl<S> MeteredStream<S> {
     }
 }
 
+/// Bytes read at once when the caller asks for less (a TLS record header, a small record).
+const READ_AHEAD: usize = 8 * 1024;
+
+fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
+    if let Some(pending) = ahead {
+        let n = pending.len().min(buf.remaining());
+        buf.put_slice(&pending[..n]);
+        pending.advance(n);
+        if pending.is_empty() {
+            *ahead = None;
+        }
+    }
+}
+
 impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
-        let before = buf.filled().len();
-        let res = this.inner.poll_read(cx, buf);
-        let n = (buf.filled().len() - before) as u64;
-        if n > 0 {
-            *this.read += n;
-            this.activity.touch();
+        if this.ahead.is_some() {
+            drain_into(this.ahead, buf);
+            return Poll::Ready(Ok(()));
         }
-        res
+        if buf.remaining() >= READ_AHEAD {
+            let before = buf.filled().len();
+            let res = this.inner.poll_read(cx, buf);
+            let n = (buf.filled().len() - before) as u64;
+            if n > 0 {
+                *this.read += n;
+                this.activity.touch();
+            }
+            return res;
+        }
+        let mut fresh = BytesMut::with_capacity(READ_AHEAD);
+        match tokio_util::io::poll_read_buf(this.inner, cx, &mut fresh) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Ok(())),
+            Poll::Ready(Ok(n)) => {
+                *this.read += n as u64;
+                this.activity.touch();
+                *this.ahead = Some(fresh);
+                drain_into(this.ahead, buf);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 

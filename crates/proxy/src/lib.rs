@@ -5,6 +5,7 @@
 //! HTTP/1.1 or HTTP/2 server → [`service`] (route by Host and path prefix with [`router`]) →
 //! fixed response or [`upstream`] (pooled keep-alive HTTP/1.1 to origin servers, streaming).
 //! [`gateway`] holds the configuration generation that reloads swap atomically.
+//! [`stapling`] keeps each certificate's OCSP staple fresh.
 #![forbid(unsafe_code)]
 
 pub mod body;
@@ -12,9 +13,11 @@ pub mod conn;
 pub mod gateway;
 pub mod io;
 pub mod listener;
+pub mod records;
 pub mod redirect;
 pub mod router;
 pub mod service;
+pub mod stapling;
 pub mod upstream;
 
 pub use gateway::{Gateway, Generation};

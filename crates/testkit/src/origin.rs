@@ -1,7 +1,7 @@
 //! An HTTP/1.1 origin server on a real loopback socket, run on its own thread, for proxy tests.
 //!
 //! Paths: `/slow?ms=N` waits before the header; `/stream?chunks=N&ms=M` sends N chunks M ms apart;
-//! `/bytes?n=N` sends N bytes; `/upload` counts the request body (`received=N`); anything else
+//! `/bytes?n=N` (or `/big?n=N`) sends N bytes; `/upload` counts the request body (`received=N`); anything else
 //! echoes the request (`origin=NAME`, method, path, then each header as `name: value`).
 //! Every response carries `x-origin: NAME`.
 
@@ -130,7 +130,7 @@ async fn respond(name: Arc<str>, req: Request<Incoming>) -> Result<Response<Orig
             });
             StreamBody::new(tokio_stream_from(rx)).boxed()
         }
-        "/bytes" => full(vec![b'x'; query(&req, "n").unwrap_or(1024) as usize]),
+        "/bytes" | "/big" => full(vec![b'x'; query(&req, "n").unwrap_or(1024) as usize]),
         "/upload" => {
             let mut body = req.into_body();
             let mut n = 0usize;

@@ -55,6 +55,8 @@ pub struct SessionState {
     pub cache: Arc<SessionCache>,
     /// Ticket keys.
     pub tickets: Arc<TicketKeyRing>,
+    /// OCSP staples per certificate (the last good response survives reloads).
+    pub staples: Arc<crate::ocsp::StapleRegistry>,
 }
 
 impl SessionState {
@@ -66,6 +68,7 @@ impl SessionState {
                 tls.session_cache.timeout.get(),
             )),
             tickets: Arc::new(TicketKeyRing::new(tls.tickets.lifetime.get())),
+            staples: Arc::default(),
         }
     }
 
@@ -83,6 +86,8 @@ pub struct SiteVariant {
     pub key_type: KeyType,
     /// The context to switch to.
     pub ctx: SslContext,
+    /// Its OCSP staple, if the certificate is stapled.
+    pub staple: Option<Arc<crate::ocsp::StapleSlot>>,
 }
 
 /// A site's TLS side.
@@ -161,7 +166,7 @@ impl TlsService {
         let tls = &config.tls;
         let mut sites = Vec::with_capacity(config.sites.len());
         for (i, site) in config.sites.iter().enumerate() {
-            sites.push(build_site(tls, sessions, i, site)?);
+            sites.push(build_site(tls, sessions, i, site, config.keyless.as_ref())?);
         }
         let mut exact = HashMap::new();
         let mut wildcard = HashMap::new();
@@ -201,6 +206,12 @@ impl TlsService {
     /// Site names, in configuration order.
     pub fn site_names(&self) -> Vec<&str> {
         self.selector.sites.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The OCSP staple slots of every stapled certificate (for the refresher and metrics).
+    pub fn staple_slots(&self) -> Vec<Arc<crate::ocsp::StapleSlot>> {
+        let variants = self.selector.sites.iter().flat_map(|s| &s.variants);
+        variants.filter_map(|v| v.staple.clone()).collect()
     }
 }
 
@@ -288,7 +299,7 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
     install_sessions(&mut b, tls, sessions);
     b.set_async_select_certificate_callback(move |hello| {
         let ctx = match selector.choose(hello) {
-            Some(variant) => Some(variant.ctx.clone()),
+            Some(variant) => Some((variant.ctx.clone(), variant.staple.clone())),
             None => {
                 // Refused in the servername callback below, which can choose the alert.
                 handshake_info::mark_sni_rejected(hello.ssl());
@@ -297,7 +308,15 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
         };
         let fut: BoxSelectCertFuture = Box::pin(async move {
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
-                Some(ctx) => hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError),
+                Some((ctx, staple)) => {
+                    hello
+                        .ssl_mut()
+                        .set_ssl_context(&ctx)
+                        .map_err(|_| AsyncSelectCertError)?;
+                    // Per connection, after the switch: the context stays untouched by refreshes.
+                    crate::ocsp::staple(&mut hello, staple.as_ref());
+                    Ok(())
+                }
                 None => Ok(()),
             });
             Ok(finish)
@@ -322,22 +341,42 @@ fn build_site(
     sessions: &SessionState,
     index: usize,
     site: &SiteConfig,
+    keyless: Option<&tlsgate_config::KeylessConfig>,
 ) -> Result<SiteTls, TlsBuildError> {
     let mut variants = Vec::new();
     for (j, cert) in site.certificates.iter().enumerate() {
         let at = format!("site[{index}].certificate[{j}]");
         let chain = load_chain(&format!("{at}.chain"), &cert.chain)?;
-        let key = load_key(&format!("{at}.key"), &cert.key)?;
         let leaf_key = chain[0].public_key().map_err(setting(&at))?;
+        let Some(key_path) = &cert.key else {
+            // Keyless: the key servers sign; the key type comes from the certificate.
+            let backend = crate::remote_keys::backend(keyless, &cert.key_servers, &leaf_key).map_err(|message| {
+                TlsBuildError::Setting {
+                    field: format!("{at}.key_servers"),
+                    message,
+                }
+            })?;
+            variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
+            continue;
+        };
+        let key = load_key(&format!("{at}.key"), key_path)?;
         if !leaf_key.public_eq(&key) {
             return Err(TlsBuildError::File {
                 field: format!("{at}.key"),
-                path: cert.key.display().to_string(),
+                path: key_path.display().to_string(),
                 message: format!("private key does not match the certificate in {}", cert.chain.display()),
             });
         }
         let backend: Arc<dyn KeyBackend> = Arc::new(LocalKey::new(key));
         variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
+    }
+    // OCSP staples; variants are still in configuration order here.
+    for (j, (variant, cert)) in variants.iter_mut().zip(&site.certificates).enumerate() {
+        let mut chain: Vec<X509> = variant.ctx.certificate().map(|c| c.to_owned()).into_iter().collect();
+        chain.extend(ffi::extra_chain_certs(&variant.ctx));
+        variant.staple = sessions
+            .staples
+            .slot_for(index, site, j, cert, &chain, variant.key_type)?;
     }
     // ECDSA first: selection takes the first variant the client can use.
     variants.sort_by_key(|v| !v.key_type.is_ecdsa());
@@ -373,6 +412,7 @@ pub fn build_variant(
     Ok(SiteVariant {
         key_type,
         ctx: b.build(),
+        staple: None,
     })
 }
 

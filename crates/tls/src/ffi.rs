@@ -2,8 +2,9 @@
 //! crate. Everything here is a thin, documented wrapper; each `unsafe` block says why it is sound.
 //!
 //! What lives here: what the safe `boring` API does not wrap (ticket and session-ID lifetimes,
-//! the number of TLS 1.3 tickets, record size), and the `boring` setters that are `unsafe` because
-//! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback).
+//! the number of TLS 1.3 tickets, record size), the `boring` setters that are `unsafe` because
+//! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
+//! and the one socket option the record sizer reads (`TCP_INFO`).
 
 use crate::session_cache::SessionCache;
 use crate::tickets::TicketKeyRing;
@@ -35,6 +36,58 @@ pub fn set_max_send_fragment(ssl: &mut SslRef, bytes: usize) -> bool {
     // SAFETY: `ssl.as_ptr()` is a live SSL borrowed mutably for the call; the function only
     // updates an integer field and is allowed at any point of the connection.
     unsafe { boring_sys::SSL_set_max_send_fragment(ssl.as_ptr(), bytes) == 1 }
+}
+
+/// Congestion window and sender MSS of a TCP socket, from `TCP_INFO` (Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpWindow {
+    /// Congestion window, in segments.
+    pub cwnd: u32,
+    /// Sender maximum segment size, in bytes.
+    pub mss: u32,
+}
+
+/// Reads the congestion window of a connected TCP socket; None if the kernel does not say.
+pub fn tcp_window(fd: std::os::fd::BorrowedFd<'_>) -> Option<TcpWindow> {
+    use std::os::fd::AsRawFd;
+    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `fd` is a live socket borrowed for the call; `info` is a zeroed, writable
+    // `tcp_info` of `len` bytes, and the kernel writes at most `len` bytes and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < std::mem::size_of::<libc::tcp_info>() / 2 {
+        return None;
+    }
+    // SAFETY: zero-initialised and (partly) filled by the kernel; every field is a plain integer.
+    let info = unsafe { info.assume_init() };
+    (info.tcpi_snd_mss > 0 && info.tcpi_snd_cwnd > 0).then_some(TcpWindow {
+        cwnd: info.tcpi_snd_cwnd,
+        mss: info.tcpi_snd_mss,
+    })
+}
+
+/// Offers a saved session on a client connection (resumption by session ID, ticket or TLS 1.3 PSK).
+///
+/// The session must come from a context built like `ssl`'s (tlsgate's clients and servers only
+/// ever use BoringSSL's default X.509 method), which is the condition `boring` cannot check.
+pub fn set_client_session(
+    ssl: &mut SslRef,
+    session: &boring::ssl::SslSessionRef,
+) -> Result<(), boring::error::ErrorStack> {
+    // SAFETY: SSL_set_session only takes a reference on `session`. `boring` marks it unsafe because
+    // a session made under a context with a different certificate representation (X509 vs
+    // CRYPTO_BUFFER-only) would confuse certificate handling later; every context in tlsgate is
+    // created with `SslMethod::tls()`/`tls_client()` and the X.509 representation, so the session
+    // and `ssl` always agree.
+    unsafe { ssl.set_session(session) }
 }
 
 /// Installs `ring` as the session-ticket encryption callback (TLS 1.2 tickets and TLS 1.3 PSKs).
@@ -78,3 +131,21 @@ pub fn install_session_cache(builder: &mut SslContextBuilder, cache: Arc<Session
 
 /// What a ticket callback returns when no key matches: fall back to a full handshake.
 pub const TICKET_UNKNOWN: TicketKeyCallbackResult = TicketKeyCallbackResult::Noop;
+
+/// The intermediates a context sends after its leaf (empty when there are none, where
+/// `SslContextRef::extra_chain_certs` would panic on BoringSSL's NULL stack).
+pub fn extra_chain_certs(ctx: &boring::ssl::SslContextRef) -> Vec<boring::x509::X509> {
+    let mut chain: *mut boring_sys::stack_st_X509 = std::ptr::null_mut();
+    // SAFETY: `ctx` is a live SSL_CTX borrowed for the call; BoringSSL stores in `chain` a pointer
+    // to a stack the context owns (or NULL), which stays valid while `ctx` is borrowed and
+    // unmodified; the certificates are up-referenced (`to_owned`) before the borrow ends.
+    unsafe {
+        if boring_sys::SSL_CTX_get_extra_chain_certs(ctx.as_ptr(), &mut chain) != 1 || chain.is_null() {
+            return Vec::new();
+        }
+        boring::stack::StackRef::<boring::x509::X509>::from_ptr(chain)
+            .iter()
+            .map(|c| c.to_owned())
+            .collect()
+    }
+}

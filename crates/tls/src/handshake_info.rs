@@ -86,6 +86,8 @@ pub struct HandshakeInfo {
     pub cert_type: KeyType,
     /// Negotiated ALPN protocol, if any.
     pub alpn: Option<Vec<u8>>,
+    /// An OCSP staple was sent (counted per certificate by the first `read`).
+    pub stapled: bool,
 }
 
 impl HandshakeInfo {
@@ -115,6 +117,7 @@ impl HandshakeInfo {
             resumption,
             cert_type: crate::context::served_key_type(ssl),
             alpn: ssl.selected_alpn_protocol().map(<[u8]>::to_vec),
+            stapled: crate::ocsp::handshake_stapled(ssl),
         }
     }
 }

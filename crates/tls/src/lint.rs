@@ -78,7 +78,7 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
             issues.extend(lint_one(
                 &at,
                 &cert.chain,
-                &cert.key,
+                cert.key.as_deref(),
                 &site.server_names,
                 anchors,
                 now_unix,
@@ -88,11 +88,11 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
     issues
 }
 
-/// Lints one chain file and its key file.
+/// Lints one chain file and its key file (none for a certificate served by key servers).
 pub fn lint_one(
     at: &str,
     chain_path: &Path,
-    key_path: &Path,
+    key_path: Option<&Path>,
     names: &[String],
     anchors: &TrustAnchors,
     now: i64,
@@ -104,8 +104,9 @@ pub fn lint_one(
         Ok(c) => c,
         Err(e) => return vec![Issue::error(chain_field, e.to_string())],
     };
-    match load_key(&format!("{at}.key"), key_path) {
-        Ok(key) => {
+    match key_path.map(|p| (p, load_key(&format!("{at}.key"), p))) {
+        None => {}
+        Some((key_path, Ok(key))) => {
             let matches = |c: &X509| c.public_key().is_ok_and(|pk| pk.public_eq(&key));
             if !matches(&chain[0]) {
                 let msg = match chain.iter().position(matches) {
@@ -122,7 +123,7 @@ pub fn lint_one(
                 out.push(Issue::error(format!("{at}.key"), msg));
             }
         }
-        Err(e) => out.push(Issue::error(format!("{at}.key"), e.to_string())),
+        Some((_, Err(e))) => out.push(Issue::error(format!("{at}.key"), e.to_string())),
     }
 
     // Order and completeness: the leaf first, each certificate followed by its issuer.

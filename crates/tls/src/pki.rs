@@ -85,6 +85,10 @@ pub struct CertSpec {
     pub not_after: SystemTime,
     /// A CA certificate (can sign others).
     pub is_ca: bool,
+    /// OCSP responder URL for the Authority Information Access extension (leaves).
+    pub ocsp_url: Option<String>,
+    /// A delegated OCSP responder certificate (extended key usage `OCSPSigning`, no server auth).
+    pub ocsp_signing: bool,
 }
 
 impl CertSpec {
@@ -98,6 +102,8 @@ impl CertSpec {
             not_before: now - Duration::from_secs(3600),
             not_after: now + Duration::from_secs(days * 86_400),
             is_ca: false,
+            ocsp_url: None,
+            ocsp_signing: false,
         }
     }
 
@@ -148,13 +154,20 @@ impl Certified {
             ];
         } else {
             params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            params.extended_key_usages = vec![if spec.ocsp_signing {
+                ExtendedKeyUsagePurpose::OcspSigning
+            } else {
+                ExtendedKeyUsagePurpose::ServerAuth
+            }];
             for name in &spec.names {
                 params.subject_alt_names.push(match name.parse::<std::net::IpAddr>() {
                     Ok(ip) => SanType::IpAddress(ip),
                     Err(_) => SanType::DnsName(name.clone().try_into().map_err(e)?),
                 });
             }
+        }
+        if let Some(url) = &spec.ocsp_url {
+            params.custom_extensions.push(ocsp_aia(url)?);
         }
         let cert = match (issuer, &key.pair) {
             (Some(ca), _) => {
@@ -176,6 +189,119 @@ impl Certified {
             key: key.pair,
         })
     }
+}
+
+/// An Authority Information Access extension naming `url` as the OCSP responder.
+fn ocsp_aia(url: &str) -> Result<rcgen::CustomExtension, PkiError> {
+    use x509_cert::der::asn1::Ia5String;
+    use x509_cert::der::Encode;
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::{AccessDescription, AuthorityInfoAccessSyntax};
+    let aia = AuthorityInfoAccessSyntax(vec![AccessDescription {
+        access_method: crate::ocsp::ID_AD_OCSP,
+        access_location: GeneralName::UniformResourceIdentifier(Ia5String::new(url).map_err(e)?),
+    }]);
+    Ok(rcgen::CustomExtension::from_oid_content(
+        &[1, 3, 6, 1, 5, 5, 7, 1, 1],
+        aia.to_der().map_err(e)?,
+    ))
+}
+
+/// What a response made by [`ocsp_response`] says about the certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OcspStatus {
+    /// Not revoked.
+    Good,
+    /// Revoked (at thisUpdate, no reason).
+    Revoked,
+    /// Unknown to the responder.
+    Unknown,
+}
+
+/// An OCSP response (DER) about the leaf `leaf_pem`, signed by its issuer `issuer` (responder ID
+/// by name), saying `status` with the given thisUpdate and nextUpdate. For tests that need stale
+/// or short-lived responses, which real responders do not produce on demand.
+pub fn ocsp_response(
+    leaf_pem: &str,
+    issuer: &Certified,
+    status: OcspStatus,
+    this_update: SystemTime,
+    next_update: Option<SystemTime>,
+) -> Result<Vec<u8>, PkiError> {
+    use crate::ocsp::{OcspTarget, ECDSA_SHA256, ID_PKIX_OCSP_BASIC, RSA_SHA256};
+    use boring::x509::X509;
+    use x509_cert::der::asn1::{BitString, GeneralizedTime, OctetString};
+    use x509_cert::der::{Any, Decode, Encode};
+    use x509_cert::spki::AlgorithmIdentifierOwned;
+    use x509_ocsp::{
+        BasicOcspResponse, CertStatus, OcspGeneralizedTime, OcspResponse, OcspResponseStatus, ResponderId,
+        ResponseBytes, ResponseData, RevokedInfo, SingleResponse, Version,
+    };
+    // GeneralizedTime holds whole seconds.
+    let time = |t: SystemTime| -> Result<OcspGeneralizedTime, PkiError> {
+        let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_err(e)?.as_secs();
+        let whole = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        Ok(OcspGeneralizedTime(
+            GeneralizedTime::from_system_time(whole).map_err(e)?,
+        ))
+    };
+    let leaf = X509::from_pem(leaf_pem.as_bytes()).map_err(e)?;
+    let issuer_cert = X509::from_pem(issuer.cert_pem.as_bytes()).map_err(e)?;
+    let target = OcspTarget::new(&leaf, &issuer_cert).map_err(PkiError)?;
+    let issuer_name = x509_cert::Certificate::from_der(&issuer_cert.to_der().map_err(e)?)
+        .map_err(e)?
+        .tbs_certificate
+        .subject;
+    let cert_status = match status {
+        OcspStatus::Good => CertStatus::good(),
+        OcspStatus::Revoked => CertStatus::revoked(RevokedInfo {
+            revocation_time: time(this_update)?,
+            revocation_reason: None,
+        }),
+        OcspStatus::Unknown => CertStatus::unknown(),
+    };
+    let data = ResponseData {
+        version: Version::V1,
+        responder_id: ResponderId::ByName(issuer_name),
+        produced_at: time(SystemTime::now())?,
+        responses: vec![SingleResponse {
+            cert_id: target.cert_id().map_err(PkiError)?,
+            cert_status,
+            this_update: time(this_update)?,
+            next_update: next_update.map(time).transpose()?,
+            single_extensions: None,
+        }],
+        response_extensions: None,
+    };
+    let key = boring::pkey::PKey::private_key_from_pem(issuer.key_pem.as_bytes()).map_err(e)?;
+    let algorithm = match key.id() {
+        boring::pkey::Id::EC => AlgorithmIdentifierOwned {
+            oid: ECDSA_SHA256,
+            parameters: None,
+        },
+        _ => AlgorithmIdentifierOwned {
+            oid: RSA_SHA256,
+            parameters: Some(Any::null()),
+        },
+    };
+    let tbs = data.to_der().map_err(e)?;
+    let mut signer = boring::sign::Signer::new(boring::hash::MessageDigest::sha256(), &key).map_err(e)?;
+    let signature = signer.sign_oneshot_to_vec(&tbs).map_err(e)?;
+    let basic = BasicOcspResponse {
+        tbs_response_data: data,
+        signature_algorithm: algorithm,
+        signature: BitString::from_bytes(&signature).map_err(e)?,
+        certs: None,
+    };
+    OcspResponse {
+        response_status: OcspResponseStatus::Successful,
+        response_bytes: Some(ResponseBytes {
+            response_type: ID_PKIX_OCSP_BASIC,
+            response: OctetString::new(basic.to_der().map_err(e)?).map_err(e)?,
+        }),
+    }
+    .to_der()
+    .map_err(e)
 }
 
 /// The demo gateway's PKI: a CA, an ECDSA P-256 leaf and an RSA-2048 leaf for localhost.

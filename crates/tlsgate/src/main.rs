@@ -1,8 +1,10 @@
-//! The `tlsgate` command: `serve`, `check`, `reload`.
+//! The `tlsgate` command: `serve`, `check`, `reload`, `bench`.
 #![forbid(unsafe_code)]
 
+mod bench_cmd;
 mod check;
 mod demo;
+mod keyserver_cmd;
 mod logging;
 mod reload;
 mod serve;
@@ -41,14 +43,22 @@ enum Command {
         #[arg(long)]
         admin: Option<std::net::SocketAddr>,
     },
+    /// HTTPS load generator (wrk-like) on the same BoringSSL stack: keep-alive, --new-conn,
+    /// --handshake-only, --hold; resumption switches; latency percentiles; --json summary.
+    Bench(Box<bench_cmd::BenchArgs>),
+    /// Run a key server for keyless TLS: holds private keys, signs for gateways over mutual TLS.
+    Keyserver(keyserver_cmd::KeyServerArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tlsgate_keyless::remote::install();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Check { config, ca } => check::run(&config, &ca),
         Command::Reload { config, admin } => reload::run(config.as_deref(), admin),
+        Command::Bench(args) => bench_cmd::run(&args),
+        Command::Keyserver(args) => keyserver_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! `tlsgate serve`: load the configuration, bind every listener once per worker (SO_REUSEPORT),
 //! run one single-threaded event loop per worker, and a control loop on the main thread for the
-//! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain) and ticket-key rotation.
+//! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain), ticket-key rotation and OCSP
+//! staple refreshing.
 
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
@@ -209,6 +210,7 @@ impl AdminHooks for Hooks {
         );
         m.set_gauge("tickets_unknown_key_total", tickets.stats.unknown_key.load(Relaxed));
         m.set_gauge("config_generation", gw.current().id);
+        tlsgate_proxy::stapling::export_metrics(gw);
     }
 
     fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
@@ -242,6 +244,7 @@ async fn control_loop(
         }
     }
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
+    tokio::spawn(tlsgate_proxy::stapling::run(gateway.clone()));
     let (mut hup, mut term, mut int) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),

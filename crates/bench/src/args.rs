@@ -1,0 +1,473 @@
+//! Command-line options of `tlsgate bench` and their validation into a [`Plan`].
+
+use anyhow::{bail, Context};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `tlsgate bench URL`: an HTTPS load generator on BoringSSL (wrk-like).
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Target, `https://HOST[:PORT][/PATH]`.
+    pub url: String,
+    /// Concurrent connections (spread over the threads).
+    #[arg(short = 'c', long = "connections", default_value_t = 10)]
+    pub connections: usize,
+    /// Threads, each running one single-threaded event loop.
+    #[arg(short = 't', long = "threads", default_value_t = 1)]
+    pub threads: usize,
+    /// Test duration (`5`, `5s`, `1m`); the default is 10 s unless `-n` is given.
+    #[arg(short = 'd', long = "duration", value_parser = parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+    /// Total operations instead of a duration: requests, or handshakes with `--handshake-only`.
+    #[arg(short = 'n', long = "requests")]
+    pub requests: Option<u64>,
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// One request per TLS connection (sends `Connection: close`).
+    #[arg(long, conflicts_with_all = ["handshake_only", "hold"])]
+    pub new_conn: bool,
+    /// Connect, handshake and close; no request (except one per thread to fetch a TLS 1.3 ticket).
+    #[arg(long, conflicts_with = "hold")]
+    pub handshake_only: bool,
+    /// Open `-c` connections, send one request on each, keep them idle for this long, then close.
+    #[arg(long, value_parser = parse_duration)]
+    pub hold: Option<Duration>,
+    /// Do not resume by TLS 1.2 session ID (only sessions carrying a ticket are offered again).
+    #[arg(long)]
+    pub no_session_id: bool,
+    /// Do not use session tickets (no TLS 1.2 ticket extension, no TLS 1.3 resumption).
+    #[arg(long)]
+    pub no_ticket: bool,
+    /// Only this protocol version: `1.2` or `1.3` (default: either, 1.3 preferred).
+    #[arg(long = "tls", value_parser = ["1.2", "1.3"])]
+    pub tls: Option<String>,
+    /// Key-exchange groups offered, in order (BoringSSL names, `:`-separated, e.g. `X25519:P-256`).
+    /// TLS 1.2 servers use an ECDSA certificate only if its curve is listed (P-256 for most).
+    #[arg(long)]
+    pub groups: Option<String>,
+    /// TLS 1.2 cipher list (BoringSSL syntax); TLS 1.3 suites are not configurable.
+    #[arg(long)]
+    pub ciphers: Option<String>,
+    /// Server name sent in the ClientHello (default: the URL's host unless it is an IP address).
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// Connect to this `HOST:PORT` instead of the URL's (the URL still gives Host and SNI).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect_to: Option<String>,
+    /// Verify the server's certificate against this CA file (PEM); no verification without it.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Longest wait for each connect, handshake or response.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+    /// Write the summary as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// A duration as wrk takes it (`5` = 5 s) or in humantime syntax (`500ms`, `2m`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+/// What each connection does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Many requests per connection.
+    KeepAlive,
+    /// One request per connection, `Connection: close`.
+    NewConn,
+    /// Handshake only.
+    HandshakeOnly,
+    /// One request, then hold the connection idle.
+    Hold,
+}
+
+impl Mode {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::KeepAlive => "keep-alive",
+            Mode::NewConn => "new-conn",
+            Mode::HandshakeOnly => "handshake-only",
+            Mode::Hold => "hold",
+        }
+    }
+}
+
+/// When the run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// After this long.
+    Duration(Duration),
+    /// After this many operations (requests, or handshakes in handshake-only mode).
+    Count(u64),
+    /// Hold mode: every connection once, kept open this long.
+    Hold(Duration),
+}
+
+/// A validated, resolved benchmark.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The URL as given.
+    pub url: String,
+    /// Host from the URL (without brackets for IPv6).
+    pub host: String,
+    /// Port from the URL (443 by default).
+    pub port: u16,
+    /// Path and query (at least `/`).
+    pub path: String,
+    /// Where to connect.
+    pub addr: SocketAddr,
+    /// ClientHello server name; `None` sends none.
+    pub sni: Option<String>,
+    /// Connections in all.
+    pub connections: usize,
+    /// Threads (never more than connections).
+    pub threads: usize,
+    /// Mode.
+    pub mode: Mode,
+    /// End condition.
+    pub limit: Limit,
+    /// Offer sessions for resumption by session ID.
+    pub session_id: bool,
+    /// Use tickets.
+    pub tickets: bool,
+    /// Protocol version pinned, if any: `Some("1.2")` / `Some("1.3")`.
+    pub tls: Option<String>,
+    /// Groups list.
+    pub groups: Option<String>,
+    /// TLS 1.2 cipher list.
+    pub ciphers: Option<String>,
+    /// CA file for verification.
+    pub cacert: Option<PathBuf>,
+    /// Per-step timeout.
+    pub timeout: Duration,
+    /// The request, ready to send.
+    pub request: Vec<u8>,
+    /// Where the JSON summary goes.
+    pub json: Option<PathBuf>,
+}
+
+impl Plan {
+    /// Whether any session may be offered again.
+    pub fn resumption(&self) -> bool {
+        self.session_id || self.tickets
+    }
+}
+
+/// Splits `https://host[:port][/path]`.
+pub fn split_url(url: &str) -> anyhow::Result<(String, u16, String)> {
+    let rest = url
+        .strip_prefix("https://")
+        .with_context(|| format!("{url}: only https:// URLs are supported"))?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
+        Some(i) => (&rest[..i], rest[i..].to_string()),
+        None => (rest, "/".to_string()),
+    };
+    if authority.is_empty() || authority.contains('@') {
+        bail!("{url}: expected https://HOST[:PORT][/PATH]");
+    }
+    let (host, port) = split_host_port(authority, 443).with_context(|| format!("{url}: bad host or port"))?;
+    Ok((host, port, path))
+}
+
+/// Splits `host[:port]`, `[v6][:port]`.
+pub fn split_host_port(text: &str, default_port: u16) -> anyhow::Result<(String, u16)> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let end = rest.find(']').context("unclosed [")?;
+        let host = &rest[..end];
+        match &rest[end + 1..] {
+            "" => (host, None),
+            p => (host, Some(p.strip_prefix(':').context("expected :PORT after ]")?)),
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    if host.is_empty() {
+        bail!("empty host");
+    }
+    let port = match port {
+        Some(p) => p.parse::<u16>().with_context(|| format!("bad port {p:?}"))?,
+        None => default_port,
+    };
+    Ok((host.to_string(), port))
+}
+
+fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .next()
+        .with_context(|| format!("{host} has no address"))
+}
+
+/// Builds the HTTP/1.1 request bytes.
+pub fn build_request(host_header: &str, path: &str, headers: &[String], close: bool) -> anyhow::Result<Vec<u8>> {
+    let mut req = format!("GET {path} HTTP/1.1\r\n");
+    let mut has_host = false;
+    let mut has_connection = false;
+    let mut extra = String::new();
+    for h in headers {
+        let (name, value) = h
+            .split_once(':')
+            .with_context(|| format!("header {h:?}: expected `Name: value`"))?;
+        let name = name.trim();
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            bail!("header {h:?}: bad name");
+        }
+        if value.contains(['\r', '\n']) {
+            bail!("header {h:?}: value contains a line break");
+        }
+        has_host |= name.eq_ignore_ascii_case("host");
+        has_connection |= name.eq_ignore_ascii_case("connection");
+        extra.push_str(&format!("{name}: {}\r\n", value.trim()));
+    }
+    if !has_host {
+        req.push_str(&format!("Host: {host_header}\r\n"));
+    }
+    req.push_str(&extra);
+    if close && !has_connection {
+        req.push_str("Connection: close\r\n");
+    }
+    req.push_str("\r\n");
+    Ok(req.into_bytes())
+}
+
+impl BenchArgs {
+    /// Checks the options and resolves the target.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        let (host, port, path) = split_url(&self.url)?;
+        if self.connections == 0 {
+            bail!("-c must be at least 1");
+        }
+        if self.threads == 0 {
+            bail!("-t must be at least 1");
+        }
+        if self.requests == Some(0) {
+            bail!("-n must be at least 1");
+        }
+        let mode = if self.new_conn {
+            Mode::NewConn
+        } else if self.handshake_only {
+            Mode::HandshakeOnly
+        } else if self.hold.is_some() {
+            Mode::Hold
+        } else {
+            Mode::KeepAlive
+        };
+        let limit = match (self.hold, self.requests, self.duration) {
+            (Some(h), _, _) => Limit::Hold(h),
+            (None, Some(n), _) => Limit::Count(n),
+            (None, None, Some(d)) => Limit::Duration(d),
+            (None, None, None) => Limit::Duration(Duration::from_secs(10)),
+        };
+        if matches!(limit, Limit::Duration(d) if d.is_zero()) {
+            bail!("-d must be longer than zero");
+        }
+        let addr = match &self.connect_to {
+            Some(to) => {
+                let (h, p) = split_host_port(to, port).with_context(|| format!("--connect-to {to}"))?;
+                resolve(&h, p)?
+            }
+            None => resolve(&host, port)?,
+        };
+        let sni = match &self.sni {
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(s.clone()),
+            None if host.parse::<std::net::IpAddr>().is_ok() => None,
+            None => Some(host.clone()),
+        };
+        let host_header = match (host.contains(':'), port) {
+            (true, 443) => format!("[{host}]"),
+            (true, p) => format!("[{host}]:{p}"),
+            (false, 443) => host.clone(),
+            (false, p) => format!("{host}:{p}"),
+        };
+        let request = build_request(&host_header, &path, &self.headers, mode == Mode::NewConn)?;
+        Ok(Plan {
+            url: self.url.clone(),
+            host,
+            port,
+            path,
+            addr,
+            sni,
+            connections: self.connections,
+            threads: self.threads.min(self.connections),
+            mode,
+            limit,
+            session_id: !self.no_session_id,
+            tickets: !self.no_ticket,
+            tls: self.tls.clone(),
+            groups: self.groups.clone(),
+            ciphers: self.ciphers.clone(),
+            cacert: self.cacert.clone(),
+            timeout: self.timeout,
+            request,
+            json: self.json.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).map(|c| c.args)
+    }
+
+    fn plan(args: &[&str]) -> Plan {
+        parse(args).expect("parses").plan().expect("valid")
+    }
+
+    #[test]
+    fn defaults_are_keep_alive_for_ten_seconds_with_resumption() {
+        let p = plan(&["https://127.0.0.1:8443/hello"]);
+        assert_eq!(p.mode, Mode::KeepAlive);
+        assert_eq!(p.limit, Limit::Duration(Duration::from_secs(10)));
+        assert_eq!((p.connections, p.threads), (10, 1));
+        assert!(p.session_id && p.tickets && p.resumption());
+        assert_eq!(p.addr, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(p.sni, None, "no SNI for an IP address");
+        assert_eq!(p.path, "/hello");
+        assert_eq!(
+            String::from_utf8(p.request).unwrap(),
+            "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn wrk_style_options() {
+        let p = plan(&[
+            "-c",
+            "24",
+            "-t",
+            "4",
+            "-d",
+            "3",
+            "-H",
+            "X-Test: 1",
+            "-H",
+            "Accept: */*",
+            "--new-conn",
+            "--no-session-id",
+            "--no-ticket",
+            "--tls",
+            "1.2",
+            "--groups",
+            "X25519",
+            "--ciphers",
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+            "--sni",
+            "example.test",
+            "--connect-to",
+            "127.0.0.1:9443",
+            "--json",
+            "/tmp/x.json",
+            "https://example.test/a?b=1",
+        ]);
+        assert_eq!(p.mode, Mode::NewConn);
+        assert_eq!(p.limit, Limit::Duration(Duration::from_secs(3)));
+        assert_eq!((p.connections, p.threads), (24, 4));
+        assert!(!p.session_id && !p.tickets && !p.resumption());
+        assert_eq!(p.tls.as_deref(), Some("1.2"));
+        assert_eq!(p.groups.as_deref(), Some("X25519"));
+        assert_eq!(p.ciphers.as_deref(), Some("ECDHE-ECDSA-AES128-GCM-SHA256"));
+        assert_eq!(p.sni.as_deref(), Some("example.test"));
+        assert_eq!(p.addr, "127.0.0.1:9443".parse().unwrap());
+        assert_eq!(p.port, 443);
+        assert_eq!(p.json.as_deref(), Some(std::path::Path::new("/tmp/x.json")));
+        assert_eq!(
+            String::from_utf8(p.request).unwrap(),
+            "GET /a?b=1 HTTP/1.1\r\nHost: example.test\r\nX-Test: 1\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn modes_and_limits() {
+        let p = plan(&["--handshake-only", "-n", "500", "https://127.0.0.1:1/"]);
+        assert_eq!((p.mode, p.limit), (Mode::HandshakeOnly, Limit::Count(500)));
+        let p = plan(&["--hold", "30s", "-c", "2000", "https://127.0.0.1:1"]);
+        assert_eq!(p.mode, Mode::Hold);
+        assert_eq!(p.limit, Limit::Hold(Duration::from_secs(30)));
+        assert_eq!(p.path, "/");
+        let p = plan(&["-d", "250ms", "-c", "2", "-t", "8", "https://127.0.0.1:1"]);
+        assert_eq!(p.limit, Limit::Duration(Duration::from_millis(250)));
+        assert_eq!(p.threads, 2, "never more threads than connections");
+        let p = plan(&["--no-ticket", "https://127.0.0.1:1"]);
+        assert!(p.session_id && !p.tickets && p.resumption());
+    }
+
+    #[test]
+    fn user_headers_replace_host_and_connection() {
+        let p = plan(&[
+            "--new-conn",
+            "-H",
+            "host: other",
+            "-H",
+            "Connection: keep-alive",
+            "https://127.0.0.1:1/",
+        ]);
+        assert_eq!(
+            String::from_utf8(p.request).unwrap(),
+            "GET / HTTP/1.1\r\nhost: other\r\nConnection: keep-alive\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn ipv6_urls() {
+        assert_eq!(
+            split_url("https://[::1]:8443/x").unwrap(),
+            ("::1".into(), 8443, "/x".into())
+        );
+        assert_eq!(split_url("https://[::1]").unwrap(), ("::1".into(), 443, "/".into()));
+        let p = plan(&["https://[::1]:8443/"]);
+        assert!(String::from_utf8(p.request).unwrap().contains("Host: [::1]:8443\r\n"));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(parse(&["--new-conn", "--handshake-only", "https://a"]).is_err());
+        assert!(parse(&["--hold", "1s", "--new-conn", "https://a"]).is_err());
+        assert!(parse(&["-d", "1", "-n", "5", "https://a"]).is_err());
+        assert!(parse(&["--tls", "1.1", "https://a"]).is_err());
+        assert!(parse(&["-d", "soon", "https://a"]).is_err());
+        let bad = |args: &[&str]| parse(args).unwrap().plan().is_err();
+        assert!(bad(&["http://127.0.0.1/"]));
+        assert!(bad(&["https://127.0.0.1:99999/"]));
+        assert!(bad(&["https://:443/"]));
+        assert!(bad(&["-c", "0", "https://127.0.0.1/"]));
+        assert!(bad(&["-n", "0", "https://127.0.0.1/"]));
+        assert!(bad(&["-H", "no colon", "https://127.0.0.1/"]));
+        assert!(bad(&["--connect-to", "127.0.0.1:x", "https://127.0.0.1/"]));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
+        assert!(parse_duration("x").is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! The load loop: `-t` threads, each with one single-threaded event loop running its share of
+//! the `-c` connections as local tasks that record into the thread's own [`Stats`] (no locks and
+//! no atomics on the hot path except the `-n` budget).
+
+use crate::args::{Limit, Mode, Plan};
+use crate::client::{forget_session, Client};
+use crate::http::{parse_response, Parsed};
+use crate::report::{ErrorKind, Stats, Summary};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+type Tls = tokio_boring::SslStream<TcpStream>;
+
+struct Shared {
+    plan: Plan,
+    client: Client,
+    start: Instant,
+    deadline: Option<Instant>,
+    remaining: AtomicI64,
+    /// Hold mode: connections that finished their first request (or failed).
+    settled: AtomicUsize,
+    /// Hold mode: of those, the ones that are open.
+    open: AtomicUsize,
+    /// Hold mode: becomes true once every connection has settled.
+    ready: tokio::sync::watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Takes one operation from the budget; false when the run is over.
+    fn claim(&self) -> bool {
+        match self.plan.limit {
+            Limit::Duration(_) => self.deadline.is_none_or(|d| Instant::now() < d),
+            Limit::Count(_) => self.remaining.fetch_sub(1, Ordering::Relaxed) > 0,
+            Limit::Hold(_) => true,
+        }
+    }
+
+    fn over(&self) -> bool {
+        match self.plan.limit {
+            Limit::Duration(_) => self.deadline.is_some_and(|d| Instant::now() >= d),
+            Limit::Count(_) => self.remaining.load(Ordering::Relaxed) <= 0,
+            Limit::Hold(_) => false,
+        }
+    }
+}
+
+struct Conn {
+    tls: Tls,
+    buf: Vec<u8>,
+}
+
+/// Runs the plan and returns the merged summary.
+pub fn run(plan: &Plan) -> anyhow::Result<Summary> {
+    let client = Client::new(plan)?;
+    let start = Instant::now();
+    let deadline = match plan.limit {
+        Limit::Duration(d) => Some(start + d),
+        _ => None,
+    };
+    let remaining = match plan.limit {
+        Limit::Count(n) => i64::try_from(n).unwrap_or(i64::MAX),
+        _ => 0,
+    };
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        client,
+        start,
+        deadline,
+        remaining: AtomicI64::new(remaining),
+        settled: AtomicUsize::new(0),
+        open: AtomicUsize::new(0),
+        ready: tokio::sync::watch::Sender::new(false),
+    });
+    let mut threads = Vec::with_capacity(plan.threads);
+    for i in 0..plan.threads {
+        let conns = plan.connections / plan.threads + usize::from(i < plan.connections % plan.threads);
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("bench-{i}"))
+                .spawn(move || thread_main(sh, conns))?,
+        );
+    }
+    let mut total = Stats::default();
+    for t in threads {
+        let stats = t.join().map_err(|_| anyhow::anyhow!("a bench thread panicked"))??;
+        total.merge(&stats);
+    }
+    Ok(Summary::new(plan, &total))
+}
+
+fn thread_main(shared: Arc<Shared>, conns: usize) -> anyhow::Result<Stats> {
+    forget_session();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let local = tokio::task::LocalSet::new();
+    let stats = Rc::new(RefCell::new(Stats::default()));
+    local.block_on(&rt, async {
+        let tasks: Vec<_> = (0..conns)
+            .map(|_| tokio::task::spawn_local(connection(shared.clone(), stats.clone())))
+            .collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    let mut stats = stats.take();
+    stats.elapsed = shared.start.elapsed();
+    Ok(stats)
+}
+
+async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>) {
+    match sh.plan.mode {
+        Mode::KeepAlive => loop {
+            if sh.over() {
+                return;
+            }
+            let Some(mut conn) = open(&sh, &st).await else {
+                // A failed connection attempt uses up one operation, so `-n` ends even when
+                // every attempt fails.
+                sh.claim();
+                continue;
+            };
+            loop {
+                if !sh.claim() {
+                    return;
+                }
+                match request(&sh, &st, &mut conn, None).await {
+                    Some(false) => {}
+                    Some(true) | None => break,
+                }
+            }
+        },
+        Mode::NewConn => {
+            while sh.claim() {
+                let started = Instant::now();
+                if let Some(mut conn) = open(&sh, &st).await {
+                    request(&sh, &st, &mut conn, Some(started)).await;
+                }
+            }
+        }
+        Mode::HandshakeOnly => {
+            while sh.claim() {
+                let Some(mut conn) = open(&sh, &st).await else {
+                    continue;
+                };
+                // A TLS 1.3 server sends its tickets with (or after) the first response, so a
+                // thread with nothing to resume yet reads one response on this connection.
+                if sh.plan.resumption() && !sh.client.has_session() {
+                    request(&sh, &st, &mut conn, None).await;
+                }
+                let _ = timeout(sh.plan.timeout, conn.tls.shutdown()).await;
+            }
+        }
+        Mode::Hold => hold(&sh, &st).await,
+    }
+}
+
+async fn hold(sh: &Shared, st: &RefCell<Stats>) {
+    let Limit::Hold(idle) = sh.plan.limit else {
+        return;
+    };
+    let mut conn = match open(sh, st).await {
+        Some(mut c) => match request(sh, st, &mut c, None).await {
+            Some(false) => Some(c),
+            _ => None,
+        },
+        None => None,
+    };
+    if conn.is_some() {
+        sh.open.fetch_add(1, Ordering::Relaxed);
+    }
+    if sh.settled.fetch_add(1, Ordering::AcqRel) + 1 == sh.plan.connections {
+        let open = sh.open.load(Ordering::Acquire);
+        eprintln!(
+            "bench: holding {open} connections ({} failed) for {}",
+            sh.plan.connections - open,
+            humantime::format_duration(idle)
+        );
+        sh.ready.send_replace(true);
+    }
+    let mut ready = sh.ready.subscribe();
+    let _ = ready.wait_for(|r| *r).await;
+    let Some(c) = conn.as_mut() else {
+        return;
+    };
+    st.borrow_mut().held += 1;
+    tokio::time::sleep(idle).await;
+    // One more request shows the server kept the connection.
+    request(sh, st, c, None).await;
+}
+
+/// TCP connect and TLS handshake, recorded; `None` on failure (counted).
+async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
+    let t0 = Instant::now();
+    let tcp = match timeout(sh.plan.timeout, TcpStream::connect(sh.plan.addr)).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => {
+            st.borrow_mut().error_with(ErrorKind::Connect, &e);
+            // Do not spin on a refused port or exhausted ephemeral ports.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            return None;
+        }
+        Err(_) => {
+            st.borrow_mut().error(ErrorKind::Timeout);
+            return None;
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let t1 = Instant::now();
+    st.borrow_mut().record_connect(t1 - t0);
+    let (ssl, offered) = match sh.client.new_ssl() {
+        Ok(x) => x,
+        Err(e) => {
+            st.borrow_mut().error_with(ErrorKind::Handshake, &e);
+            return None;
+        }
+    };
+    let tls = match timeout(sh.plan.timeout, tokio_boring::SslStreamBuilder::new(ssl, tcp).connect()).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            st.borrow_mut().error_with(ErrorKind::Handshake, &e);
+            return None;
+        }
+        Err(_) => {
+            st.borrow_mut().error(ErrorKind::Timeout);
+            return None;
+        }
+    };
+    let took = t1.elapsed();
+    let ssl = tls.ssl();
+    let negotiated = (
+        ssl.version_str(),
+        ssl.current_cipher()
+            .map_or("-", |c| c.standard_name().unwrap_or_else(|| c.name())),
+        ssl.curve_name().unwrap_or("-"),
+    );
+    st.borrow_mut()
+        .record_handshake(took, offered, ssl.session_reused(), negotiated);
+    Some(Conn {
+        tls,
+        buf: Vec::with_capacity(4096),
+    })
+}
+
+/// One request and its response, recorded. `Some(close)` on success (`close`: the server
+/// announced it closes), `None` on failure (counted; the connection is unusable).
+async fn request(sh: &Shared, st: &RefCell<Stats>, conn: &mut Conn, started: Option<Instant>) -> Option<bool> {
+    let t0 = started.unwrap_or_else(Instant::now);
+    let exchange = async {
+        let fail = |kind: ErrorKind| move |e: std::io::Error| (kind, e.to_string());
+        conn.tls
+            .write_all(&sh.plan.request)
+            .await
+            .map_err(fail(ErrorKind::Write))?;
+        loop {
+            if !conn.buf.is_empty() {
+                match parse_response(&conn.buf, false) {
+                    Ok(Parsed::Incomplete) => {}
+                    Ok(Parsed::Interim { len }) => {
+                        conn.buf.drain(..len);
+                        continue;
+                    }
+                    Ok(Parsed::Done { len, status, close }) => {
+                        conn.buf.drain(..len);
+                        return Ok((status, len, close));
+                    }
+                    Err(e) => return Err((ErrorKind::Http, e.to_string())),
+                }
+            }
+            if conn.buf.capacity() - conn.buf.len() < 1024 {
+                conn.buf.reserve(16 * 1024);
+            }
+            match conn.tls.read_buf(&mut conn.buf).await {
+                Ok(0) => {}
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                Err(e) => return Err(fail(ErrorKind::Read)(e)),
+            }
+            // The server closed: only a close-delimited body is complete now.
+            return match parse_response(&conn.buf, true) {
+                Ok(Parsed::Done { len, status, .. }) => {
+                    conn.buf.drain(..len);
+                    Ok((status, len, true))
+                }
+                _ => Err((ErrorKind::Closed, "connection closed before a complete response".into())),
+            };
+        }
+    };
+    match timeout(sh.plan.timeout, exchange).await {
+        Ok(Ok((status, len, close))) => {
+            st.borrow_mut().record_request(t0.elapsed(), status, len);
+            Some(close)
+        }
+        Ok(Err((kind, message))) => {
+            st.borrow_mut().error_with(kind, &message);
+            None
+        }
+        Err(_) => {
+            st.borrow_mut().error(ErrorKind::Timeout);
+            None
+        }
+    }
+}

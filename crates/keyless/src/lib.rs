@@ -1,0 +1,33 @@
+//! Keyless TLS: private keys live on key servers; gateways send them what to sign.
+//!
+//! - [`codec`]: the wire format (docs/KEYLESS-PROTOCOL.md), no I/O, fuzzed. Always built; the
+//!   rest needs the `net` feature (default), which brings tokio and BoringSSL.
+//! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`signer_pool`],
+//!   [`server`], [`server_metrics`].
+//! - Gateway side: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`), [`client`] (key-server
+//!   pool: choice, retry, circuit breaking), [`client_conn`] (one pipelined connection).
+//! - Shared: [`tls_setup`] (mutual TLS 1.3), [`algorithms`] (signature scheme code points).
+#![forbid(unsafe_code)]
+
+pub mod codec;
+
+#[cfg(feature = "net")]
+pub mod algorithms;
+#[cfg(feature = "net")]
+pub mod client;
+#[cfg(feature = "net")]
+pub mod client_conn;
+#[cfg(feature = "net")]
+pub mod keystore;
+#[cfg(feature = "net")]
+pub mod remote;
+#[cfg(feature = "net")]
+pub mod server;
+#[cfg(feature = "net")]
+pub mod server_config;
+#[cfg(feature = "net")]
+pub mod server_metrics;
+#[cfg(feature = "net")]
+pub mod signer_pool;
+#[cfg(feature = "net")]
+pub mod tls_setup;

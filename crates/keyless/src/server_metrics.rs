@@ -1,0 +1,128 @@
+//! The key server's metrics (`tlsgate_keyserver_*`) and its admin listener (`GET /metrics`,
+//! `GET /healthz`).
+
+use bytes::Bytes;
+use http_body_util::Full;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+/// Labels of a signing operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    /// First 16 hex digits of the key id.
+    pub key: String,
+    /// Signature scheme.
+    pub algorithm: String,
+}
+
+/// Labels of an error answer or refusal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// `unknown_key`, `unsupported_algorithm`, `malformed`, `overloaded`, `internal`,
+    /// `oversized`, `bad_version`, `handshake`, `not_allowed`.
+    pub kind: &'static str,
+}
+
+/// Every key-server metric.
+pub struct ServerMetrics {
+    registry: Registry,
+    /// Signatures made.
+    pub ops: Family<OpLabels, Counter>,
+    /// Errors answered (or connections refused), by kind.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// Time from a request's arrival to its signature being ready.
+    pub latency: Histogram,
+    /// Signing requests waiting for a thread.
+    pub queue_depth: Gauge,
+    /// Open gateway connections.
+    pub connections: Gauge,
+    /// Pings answered.
+    pub pings: Counter,
+}
+
+impl ServerMetrics {
+    /// A new registry with every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tlsgate_keyserver");
+        let m = Self {
+            ops: Family::default(),
+            errors: Family::default(),
+            latency: Histogram::new(exponential_buckets(0.000_02, 2.0, 18)),
+            queue_depth: Gauge::default(),
+            connections: Gauge::default(),
+            pings: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register("operations", "Signatures made, by key and algorithm", m.ops.clone());
+        registry.register(
+            "errors",
+            "Errors answered or connections refused, by kind",
+            m.errors.clone(),
+        );
+        registry.register(
+            "sign_duration_seconds",
+            "Request arrival to signature ready",
+            m.latency.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Signing requests waiting for a thread",
+            m.queue_depth.clone(),
+        );
+        registry.register("connections", "Open gateway connections", m.connections.clone());
+        registry.register("pings", "Pings answered", m.pings.clone());
+        Self { registry, ..m }
+    }
+
+    /// Counts one error of `kind`.
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&ErrorLabels { kind }).inc();
+    }
+
+    /// Prometheus text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Serves `/metrics` and `/healthz` on `listener` forever.
+pub async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<ServerMetrics>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (status, body) = match req.uri().path() {
+                    "/metrics" => (200, metrics.encode()),
+                    "/healthz" => (200, "ok\n".to_string()),
+                    _ => (404, "not found\n".to_string()),
+                };
+                let resp = hyper::Response::builder()
+                    .status(status)
+                    .header("content-type", "text/plain; charset=utf-8")
+                    .body(Full::new(Bytes::from(body)));
+                std::future::ready(resp)
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,196 @@
+//! Dynamic TLS record sizing (seed 001).
+//!
+//! A 16 KB record cannot be decrypted until all of its ~12 segments have arrived, which on a new
+//! connection (small congestion window) or under loss delays the first byte the browser can use.
+//! One-segment records waste header bytes and CPU once the window is open. So: a new connection,
+//! or one idle for longer than `dynamic_records_idle`, starts with records that fit one TCP
+//! segment; the record size then grows with the congestion window read from TCP_INFO — one
+//! segment at the window the connection started with, twice that once the window has doubled,
+//! and so on up to `max_record_size`, where it stays until the next idle period. Without TCP_INFO
+//! a byte threshold decides instead.
+//!
+//! The size is applied with `SSL_set_max_send_fragment` right before each write, and only while
+//! the connection is still ramping: a connection at full size costs one clock read per write.
+
+use crate::io::MeteredStream;
+use std::io;
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tlsgate_admin::metrics::RecordLabels;
+use tlsgate_admin::Metrics;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_boring::SslStream;
+
+/// Bytes a TLS record adds around its payload (header 5, explicit nonce 8 for TLS 1.2 GCM, tag 16).
+const RECORD_OVERHEAD: usize = 29;
+/// One-segment payload when the MSS is unknown (1460-byte MSS minus record overhead).
+const DEFAULT_SEGMENT_PAYLOAD: usize = 1460 - RECORD_OVERHEAD;
+
+/// How a connection sizes its records.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordPolicy {
+    /// Grow with the congestion window (true) or always use `max`.
+    pub dynamic: bool,
+    /// Largest record.
+    pub max: usize,
+    /// Idle time that restarts the ramp.
+    pub idle: Duration,
+    /// Bytes in small records when TCP_INFO is unavailable.
+    pub fallback_bytes: usize,
+}
+
+impl RecordPolicy {
+    /// From the `[tls]` configuration.
+    pub fn from_config(tls: &tlsgate_config::TlsConfig) -> Self {
+        Self {
+            dynamic: tls.dynamic_records,
+            max: tls.max_record_size.clamp(512, 16_384),
+            idle: tls.dynamic_records_idle.get(),
+            fallback_bytes: tls.dynamic_records_fallback_bytes,
+        }
+    }
+}
+
+/// The record size for a congestion window, given the window at the start of the ramp.
+pub fn size_for_window(cwnd: u32, mss: u32, initial_cwnd: u32, max: usize) -> usize {
+    let segment = (mss as usize).saturating_sub(RECORD_OVERHEAD).max(512);
+    let growth = (cwnd / initial_cwnd.max(1)).max(1) as usize;
+    segment.saturating_mul(growth).min(max)
+}
+
+/// A TLS stream that sets the record size before each write.
+pub struct RecordSizer {
+    inner: SslStream<MeteredStream<TcpStream>>,
+    policy: RecordPolicy,
+    metrics: Arc<Metrics>,
+    current: usize,
+    initial_cwnd: Option<u32>,
+    last_write: Option<Instant>,
+    sent_since_reset: usize,
+    at_full_size: bool,
+    phase: &'static str,
+}
+
+impl RecordSizer {
+    /// Wraps a TLS stream whose handshake is complete.
+    pub fn new(mut inner: SslStream<MeteredStream<TcpStream>>, policy: RecordPolicy, metrics: Arc<Metrics>) -> Self {
+        let current = if policy.dynamic { 0 } else { policy.max };
+        if !policy.dynamic && policy.max < 16_384 {
+            tlsgate_tls::set_max_send_fragment(inner.ssl_mut(), policy.max);
+        }
+        Self {
+            inner,
+            policy,
+            metrics,
+            current,
+            initial_cwnd: None,
+            last_write: None,
+            sent_since_reset: 0,
+            at_full_size: !policy.dynamic,
+            phase: "segment",
+        }
+    }
+
+    /// The raw TCP side (for a lingering close).
+    pub fn raw_mut(&mut self) -> &mut MeteredStream<TcpStream> {
+        self.inner.get_mut()
+    }
+
+    fn adjust(&mut self, now: Instant, len: usize) -> &'static str {
+        if !self.policy.dynamic {
+            return "fixed";
+        }
+        if self.last_write.is_none_or(|t| now.duration_since(t) > self.policy.idle) {
+            self.at_full_size = false;
+            self.initial_cwnd = None;
+            self.sent_since_reset = 0;
+        }
+        if self.at_full_size {
+            return "full";
+        }
+        if len <= self.current {
+            // Fits in one record of the current size: nothing to decide, no syscall.
+            return self.phase;
+        }
+        let window = tlsgate_tls::tcp_window(self.inner.get_ref().get_ref().as_fd());
+        let (size, segment) = match window {
+            Some(w) => {
+                let initial = *self.initial_cwnd.get_or_insert(w.cwnd);
+                let segment = size_for_window(initial, w.mss, initial, self.policy.max);
+                (size_for_window(w.cwnd, w.mss, initial, self.policy.max), segment)
+            }
+            None if self.sent_since_reset < self.policy.fallback_bytes => {
+                (DEFAULT_SEGMENT_PAYLOAD, DEFAULT_SEGMENT_PAYLOAD)
+            }
+            None => (self.policy.max, DEFAULT_SEGMENT_PAYLOAD),
+        };
+        if size != self.current {
+            tlsgate_tls::set_max_send_fragment(self.inner.ssl_mut(), size);
+            self.current = size;
+        }
+        self.phase = if size >= self.policy.max {
+            self.at_full_size = true;
+            "full"
+        } else if size <= segment {
+            "segment"
+        } else {
+            "growing"
+        };
+        self.phase
+    }
+}
+
+impl AsyncRead for RecordSizer {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for RecordSizer {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let now = Instant::now();
+        let phase = this.adjust(now, buf.len());
+        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &res {
+            this.sent_since_reset += n;
+            this.last_write = Some(now);
+            this.metrics.record_writes.get_or_create(&RecordLabels { phase }).inc();
+        }
+        res
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_for_window;
+
+    #[test]
+    fn grows_with_the_window_from_one_segment_to_the_maximum() {
+        // MSS 1448 (loopback-like with timestamps): one segment = 1419 bytes of payload.
+        assert_eq!(size_for_window(10, 1448, 10, 16_384), 1419);
+        assert_eq!(size_for_window(19, 1448, 10, 16_384), 1419);
+        assert_eq!(size_for_window(20, 1448, 10, 16_384), 2838);
+        assert_eq!(size_for_window(80, 1448, 10, 16_384), 11_352);
+        assert_eq!(size_for_window(200, 1448, 10, 16_384), 16_384);
+        assert_eq!(size_for_window(200, 1448, 10, 4096), 4096);
+    }
+
+    #[test]
+    fn degenerate_windows_do_not_panic() {
+        assert_eq!(size_for_window(0, 0, 0, 16_384), 512);
+        assert_eq!(size_for_window(u32::MAX, u32::MAX, 1, 16_384), 16_384);
+    }
+}

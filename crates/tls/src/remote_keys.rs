@@ -1,0 +1,39 @@
+//! The hook through which certificates without a key file get a key backend from key servers
+//! (keyless TLS). tlsgate-keyless implements [`RemoteKeys`] and installs it at startup; this crate
+//! cannot depend on it (it implements this crate's [`KeyBackend`]), hence the registration.
+
+use crate::keys::KeyBackend;
+use boring::pkey::{PKeyRef, Public};
+use std::sync::{Arc, OnceLock};
+use tlsgate_config::KeylessConfig;
+
+/// Makes key backends for certificates whose private key lives on key servers.
+pub trait RemoteKeys: Send + Sync + 'static {
+    /// A backend signing for the certificate whose public key is `public`, on `servers`.
+    fn backend(
+        &self,
+        keyless: &KeylessConfig,
+        servers: &[String],
+        public: &PKeyRef<Public>,
+    ) -> Result<Arc<dyn KeyBackend>, String>;
+}
+
+static REMOTE_KEYS: OnceLock<Box<dyn RemoteKeys>> = OnceLock::new();
+
+/// Installs the key-server backend factory (once per process; later calls are ignored).
+pub fn install(factory: Box<dyn RemoteKeys>) {
+    let _ = REMOTE_KEYS.set(factory);
+}
+
+/// A backend for a certificate served by `servers`; the error names what is missing.
+pub(crate) fn backend(
+    keyless: Option<&KeylessConfig>,
+    servers: &[String],
+    public: &PKeyRef<Public>,
+) -> Result<Arc<dyn KeyBackend>, String> {
+    let keyless = keyless.ok_or("key servers need a [keyless] section")?;
+    let factory = REMOTE_KEYS
+        .get()
+        .ok_or("this program was built without keyless support")?;
+    factory.backend(keyless, servers, public)
+}

@@ -1,0 +1,321 @@
+//! `tlsgate bench` against a real `tlsgate serve`: every mode, and the resumption figures the
+//! client reports checked against the handshake outcomes the server counted.
+
+mod common;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `tlsgate bench ARGS URL --json F`; returns (exit code, stdout, summary).
+fn bench(f: &common::Fixture, args: &[&str]) -> (i32, String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("summary.json");
+    let url = format!("https://127.0.0.1:{}/hello", f.https);
+    let out = Command::new(common::binary())
+        .arg("bench")
+        .args(args)
+        .args(["--timeout", "10s", "--json", json.to_str().unwrap(), &url])
+        .output()
+        .expect("run tlsgate bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no JSON summary; stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        out.status.code().unwrap_or(-1),
+        stdout,
+        serde_json::from_str(&text).unwrap(),
+    )
+}
+
+fn n(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v:#}"))
+}
+
+/// Server-side handshakes with `outcome`, optionally for one version.
+fn server_handshakes(f: &common::Fixture, outcome: &str, version: Option<&str>) -> u64 {
+    let o = format!("outcome=\"{outcome}\"");
+    let v = version.map(|v| format!("version=\"{v}\""));
+    let mut labels = vec![o.as_str()];
+    labels.extend(v.as_deref());
+    f.gw.metric("tlsgate_handshakes_total", &labels) as u64
+}
+
+/// Waits until the server has counted `total` handshakes (it counts when its side completes).
+fn wait_for_server_handshakes(f: &common::Fixture, total: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (f.gw.metric("tlsgate_handshakes_total", &[]) as u64) < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn keep_alive_counts_every_request_on_few_connections() {
+    let f = common::start("", "");
+    let (code, stdout, s) = bench(&f, &["-c", "4", "-t", "2", "-n", "300"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(s["mode"], "keep-alive");
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!(n(&s, "requests"), 300, "{stdout}");
+    assert_eq!(n(&s, "handshakes"), 4, "one handshake per connection: {stdout}");
+    assert_eq!(s["status"]["200"], 300);
+    assert_eq!(n(&s, "bytes_received") % 300, 0, "identical responses");
+    assert_eq!(s["latency_us"]["request"]["count"], 300);
+    assert_eq!(s["latency_us"]["handshake"]["count"], 4);
+    assert!(stdout.contains("Requests/sec:"), "{stdout}");
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\"", "protocol=\"h1\""]),
+        300.0
+    );
+    wait_for_server_handshakes(&f, 4);
+    assert_eq!(server_handshakes(&f, "full", None), 4);
+}
+
+#[test]
+fn new_conn_without_session_id_or_ticket_never_resumes() {
+    let f = common::start("", "");
+    let (code, stdout, s) = bench(
+        &f,
+        &["--new-conn", "--no-session-id", "--no-ticket", "-c", "3", "-n", "60"],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!((n(&s, "requests"), n(&s, "handshakes")), (60, 60), "{stdout}");
+    assert_eq!(n(&s, "resumption_offered"), 0, "{stdout}");
+    assert_eq!(n(&s, "resumed"), 0, "{stdout}");
+    assert_eq!(n(&s, "full"), 60);
+    wait_for_server_handshakes(&f, 60);
+    assert_eq!(server_handshakes(&f, "full", None), 60, "{}", f.gw.metrics());
+    for resumed in ["session_id", "ticket", "tls13_psk"] {
+        assert_eq!(server_handshakes(&f, resumed, None), 0, "{resumed}: {}", f.gw.metrics());
+    }
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\""]),
+        60.0,
+        "one request per connection"
+    );
+}
+
+#[test]
+fn new_conn_tls12_resumes_and_agrees_with_the_server() {
+    let f = common::start("", "");
+    let (code, stdout, s) = bench(&f, &["--new-conn", "--tls", "1.2", "-c", "2", "-n", "100"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!(n(&s, "handshakes"), 100);
+    assert!(s["resumed_fraction"].as_f64().unwrap() > 0.9, "{stdout}");
+    assert!(
+        s["negotiated"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k.starts_with("TLSv1.2 ")),
+        "{stdout}"
+    );
+    wait_for_server_handshakes(&f, 100);
+    // Tickets are on on both sides, so the server resumes by ticket.
+    assert_eq!(
+        server_handshakes(&f, "full", Some("TLSv1.2")),
+        n(&s, "full"),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(
+        server_handshakes(&f, "ticket", Some("TLSv1.2")),
+        n(&s, "resumed"),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(server_handshakes(&f, "session_id", None), 0);
+    assert_eq!(server_handshakes(&f, "tls13_psk", None), 0);
+}
+
+#[test]
+fn no_ticket_resumes_tls12_by_session_id_and_no_session_id_by_ticket() {
+    let f = common::start("", "");
+    let (_, stdout, s) = bench(
+        &f,
+        &["--new-conn", "--tls", "1.2", "--no-ticket", "-c", "2", "-n", "50"],
+    );
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert!(s["resumed_fraction"].as_f64().unwrap() > 0.9, "{stdout}");
+    wait_for_server_handshakes(&f, 50);
+    assert_eq!(
+        server_handshakes(&f, "session_id", None),
+        n(&s, "resumed"),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(server_handshakes(&f, "ticket", None), 0);
+    assert_eq!(server_handshakes(&f, "full", None), n(&s, "full"));
+
+    let (_, stdout, s2) = bench(
+        &f,
+        &[
+            "--handshake-only",
+            "--tls",
+            "1.2",
+            "--no-session-id",
+            "-c",
+            "2",
+            "-n",
+            "50",
+        ],
+    );
+    assert_eq!(n(&s2, "errors_total"), 0, "{stdout}");
+    assert!(s2["resumed_fraction"].as_f64().unwrap() > 0.9, "{stdout}");
+    wait_for_server_handshakes(&f, 100);
+    assert_eq!(
+        server_handshakes(&f, "ticket", None),
+        n(&s2, "resumed"),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(
+        server_handshakes(&f, "session_id", None),
+        n(&s, "resumed"),
+        "no new session-ID hits"
+    );
+}
+
+#[test]
+fn tls13_tickets_resume_with_new_conn_and_handshake_only() {
+    let f = common::start("", "");
+    let (_, stdout, s) = bench(&f, &["--new-conn", "--tls", "1.3", "-c", "2", "-n", "50"]);
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert!(s["resumed_fraction"].as_f64().unwrap() > 0.9, "{stdout}");
+    wait_for_server_handshakes(&f, 50);
+    assert_eq!(
+        server_handshakes(&f, "tls13_psk", None),
+        n(&s, "resumed"),
+        "{}",
+        f.gw.metrics()
+    );
+
+    // Handshake-only: a thread reads one response to receive a ticket, then only handshakes.
+    let (_, stdout, s2) = bench(&f, &["--handshake-only", "--tls", "1.3", "-c", "1", "-n", "40"]);
+    assert_eq!(n(&s2, "errors_total"), 0, "{stdout}");
+    assert_eq!(n(&s2, "handshakes"), 40);
+    assert_eq!(n(&s2, "requests"), 1, "one priming request: {stdout}");
+    assert_eq!(n(&s2, "resumed"), 39, "{stdout}");
+    wait_for_server_handshakes(&f, 90);
+    assert_eq!(
+        server_handshakes(&f, "tls13_psk", None),
+        n(&s, "resumed") + 39,
+        "{}",
+        f.gw.metrics()
+    );
+}
+
+#[test]
+fn handshake_only_without_resumption_sends_no_request_and_applies_groups() {
+    let f = common::start("", "");
+    let (code, stdout, s) = bench(
+        &f,
+        &[
+            "--handshake-only",
+            "--no-ticket",
+            "--no-session-id",
+            "--tls",
+            "1.3",
+            "--groups",
+            "X25519",
+            "-c",
+            "2",
+            "-n",
+            "40",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!((n(&s, "handshakes"), n(&s, "requests"), n(&s, "resumed")), (40, 0, 0));
+    assert_eq!(s["negotiated"]["TLSv1.3 TLS_AES_128_GCM_SHA256 X25519"], 40, "{stdout}");
+    wait_for_server_handshakes(&f, 40);
+    assert_eq!(
+        f.gw.metric(
+            "tlsgate_handshakes_total",
+            &["outcome=\"full\"", "version=\"TLSv1.3\"", "group=\"X25519\""]
+        ),
+        40.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(f.gw.metric("tlsgate_requests_total", &[]), 0.0);
+}
+
+#[test]
+fn cacert_verifies_and_a_wrong_ca_fails_every_handshake() {
+    let f = common::start("", "");
+    let ca = f.pki.ca_file();
+    let (code, stdout, s) = bench(
+        &f,
+        &[
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--sni",
+            "localhost",
+            "-c",
+            "1",
+            "-n",
+            "3",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!((n(&s, "requests"), n(&s, "errors_total")), (3, 0), "{stdout}");
+
+    // Another CA: every handshake fails verification, nothing completes, exit status 1.
+    let other = tlsgate_testkit::TestPki::new();
+    let (code, stdout, s) = bench(
+        &f,
+        &[
+            "--cacert",
+            other.ca_file().to_str().unwrap(),
+            "--sni",
+            "localhost",
+            "-c",
+            "1",
+            "-n",
+            "3",
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(n(&s, "handshakes"), 0);
+    assert_eq!(s["errors"]["handshake"], 3, "{stdout}");
+}
+
+#[test]
+fn hold_keeps_idle_connections_open_then_reuses_them() {
+    let f = common::start("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hold.json");
+    let url = format!("https://127.0.0.1:{}/hello", f.https);
+    let mut child = Command::new(common::binary())
+        .args(["bench", "--hold", "2s", "-c", "20", "-t", "2", "--json"])
+        .arg(&json)
+        .arg(&url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tlsgate bench --hold");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.starts_with("bench: holding 20 connections (0 failed)"), "{line}");
+    // While held, the gateway has all 20 open.
+    assert_eq!(f.gw.metric("tlsgate_open_connections", &[]), 20.0, "{}", f.gw.metrics());
+    assert!(child.wait().unwrap().success());
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(s["mode"], "hold");
+    assert_eq!((n(&s, "held"), n(&s, "handshakes")), (20, 20));
+    assert_eq!(
+        n(&s, "requests"),
+        40,
+        "one request before and one after the idle period"
+    );
+    assert_eq!(n(&s, "errors_total"), 0);
+}

@@ -1,0 +1,140 @@
+//! Dynamic TLS record sizing, observed on the wire: a relay between curl and the gateway parses
+//! the TLS record headers the gateway sends. The relay's connection to the gateway advertises a
+//! 1400-byte MSS (loopback's 65 KB MSS would make every record "one segment").
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tlsgate_testkit::Origin;
+
+/// Accepts one client, relays it to `target` with a small MSS, and records the length of every
+/// application-data record (type 23) the target sends.
+fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let seen = records.clone();
+    let handle = std::thread::spawn(move || {
+        let (mut client, _) = listener.accept().unwrap();
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_tcp_mss(1400).unwrap();
+        socket
+            .connect(&std::net::SocketAddr::from(([127, 0, 0, 1], target)).into())
+            .unwrap();
+        let mut server: TcpStream = socket.into();
+        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let up = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut c2, &mut s2);
+            let _ = s2.shutdown(std::net::Shutdown::Write);
+        });
+        // Server -> client, parsing record headers on the way.
+        let mut pending: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if client.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            pending.extend_from_slice(&buf[..n]);
+            while pending.len() >= 5 {
+                let len = u16::from_be_bytes([pending[3], pending[4]]) as usize;
+                if pending.len() < 5 + len {
+                    break;
+                }
+                if pending[0] == 23 {
+                    seen.lock().unwrap().push(len);
+                }
+                pending.drain(..5 + len);
+            }
+        }
+        let _ = client.shutdown(std::net::Shutdown::Write);
+        let _ = up.join();
+    });
+    (port, records, handle)
+}
+
+fn fetch_through_relay(f: &common::Fixture, bytes: usize) -> Vec<usize> {
+    let (port, records, handle) = relay(f.https);
+    let url = format!("https://localhost:{port}/big?n={bytes}");
+    let ca = f.pki.ca_file();
+    let out = tlsgate_testkit::run(
+        "curl",
+        &[
+            "-sS",
+            "--tlsv1.2",
+            "--tls-max",
+            "1.2",
+            "--http1.1",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{size_download}",
+            &url,
+        ],
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.stdout.trim(), bytes.to_string(), "{}", out.all());
+    handle.join().unwrap();
+    let r = records.lock().unwrap().clone();
+    r
+}
+
+fn big_route(origin: &Origin) -> String {
+    format!(
+        "[[site.route]]\npath_prefix = \"/big\"\nupstream = \"o\"\n\n[[upstream]]\nname = \"o\"\nservers = [\"{}\"]\n",
+        origin.addr()
+    )
+}
+
+#[test]
+fn records_start_at_one_segment_and_grow_to_full_size() {
+    let origin = Origin::start("o");
+    let f = common::start("", &big_route(&origin));
+    let records = fetch_through_relay(&f, 4 << 20);
+    assert!(records.len() > 10, "{records:?}");
+    // TLS 1.2 GCM adds 24 bytes (nonce + tag) to each payload; one segment is at most 1400 bytes.
+    let first = &records[..4];
+    assert!(
+        first.iter().all(|&len| len <= 1400),
+        "first records must fit one segment: {first:?}"
+    );
+    let largest = *records.iter().max().unwrap();
+    assert!(
+        largest >= 16_384,
+        "records must grow to full size, largest was {largest}: {:?}",
+        &records[..records.len().min(60)]
+    );
+    assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"segment\""]) >= 1.0);
+    assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"full\""]) >= 1.0);
+}
+
+#[test]
+fn fixed_size_records_when_dynamic_sizing_is_off() {
+    let origin = Origin::start("o");
+    let f = common::start(
+        "[tls]\ndynamic_records = false\nmax_record_size = 4096\n",
+        &big_route(&origin),
+    );
+    let records = fetch_through_relay(&f, 1 << 20);
+    let largest = *records.iter().max().unwrap();
+    assert!(
+        largest <= 4096 + 24 && largest > 4000,
+        "records capped at 4096 bytes of payload: {largest}"
+    );
+    assert!(
+        records[..4].iter().any(|&len| len > 1400),
+        "no one-segment ramp when off: {:?}",
+        &records[..4]
+    );
+    assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"fixed\""]) >= 1.0);
+}
