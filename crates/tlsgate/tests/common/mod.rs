@@ -34,29 +34,7 @@ pub fn site_certs(pki: &TestPki) -> String {
 
 /// The configuration text of [`start`].
 pub fn config_text(pki: &TestPki, https: u16, admin: u16, top: &str, routes: &str) -> String {
-    format!(
-        r#"{top}
-[admin]
-listen = "127.0.0.1:{admin}"
-
-[server]
-workers = 2
-
-[[listener]]
-listen = "127.0.0.1:{https}"
-
-[[site]]
-name = "main"
-server_names = ["localhost", "127.0.0.1"]
-default = true
-{certs}
-[[site.route]]
-path_prefix = "/hello"
-fixed_response = {{ body = "Hello, world!" }}
-{routes}
-"#,
-        certs = site_certs(pki)
-    )
+    config_with_certs(&site_certs(pki), https, admin, top, routes)
 }
 
 /// Starts a gateway; `top` goes before every table (e.g. `[tls]` settings), `routes` after the
