@@ -41,6 +41,8 @@ pub struct HandshakeLabels {
     pub group: &'static str,
     /// Certificate key type served.
     pub cert: &'static str,
+    /// Whether an OCSP response was stapled (`yes`/`no`).
+    pub stapled: &'static str,
 }
 
 /// Labels of a failed handshake.

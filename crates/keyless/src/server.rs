@@ -29,6 +29,7 @@ struct Shared {
     allowed: Vec<String>,
     pool: SignerPool,
     metrics: Arc<ServerMetrics>,
+    frame_timeout: Duration,
 }
 
 /// Loads everything, binds, and serves until SIGTERM or SIGINT.
@@ -53,6 +54,7 @@ pub fn run(config: KeyServerConfig) -> Result<(), String> {
         allowed: config.allowed_clients.clone(),
         pool,
         metrics: metrics.clone(),
+        frame_timeout: config.frame_timeout.get(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -163,7 +165,21 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
             }
         }
         buf.drain(..start);
-        match rd.read(&mut chunk).await {
+        // Idle connections are long-lived by design; a frame that has started must complete.
+        let read = rd.read(&mut chunk);
+        let result = if buf.is_empty() {
+            read.await
+        } else {
+            match tokio::time::timeout(s.frame_timeout, read).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!(%peer, pending = buf.len(), "frame incomplete for {:?}; closing the connection", s.frame_timeout);
+                    s.metrics.error("stalled");
+                    break;
+                }
+            }
+        };
+        match result {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }

@@ -34,6 +34,14 @@ pub struct KeyServerConfig {
     /// Log filter (`RUST_LOG` overrides it).
     #[serde(default = "default_log")]
     pub log_level: String,
+    /// A frame that has started must arrive completely within this time, or the connection is
+    /// closed (a stalled peer cannot pin a connection half-way through a frame).
+    #[serde(default = "default_frame_timeout")]
+    pub frame_timeout: tlsgate_config::Duration,
+}
+
+fn default_frame_timeout() -> tlsgate_config::Duration {
+    tlsgate_config::Duration::from_secs(10)
 }
 
 fn default_queue() -> usize {

@@ -117,6 +117,7 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
             cipher: info.cipher,
             group: info.group,
             cert: info.cert_type.as_str(),
+            stapled: if info.stapled { "yes" } else { "no" },
         })
         .inc();
     let outcome = if info.resumption == Resumption::Full {

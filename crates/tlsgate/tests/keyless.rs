@@ -268,6 +268,38 @@ fn frame(id: u32, req: &Request) -> Vec<u8> {
 }
 
 #[test]
+fn a_frame_that_stalls_half_way_is_closed_after_the_frame_timeout() {
+    let pki = TestPki::new();
+    let keys = site_keys(&pki);
+    let ks = start_keyserver(
+        &pki,
+        &keyserver_files(&pki),
+        free_port(),
+        &[&keys],
+        "frame_timeout = \"1s\"",
+    );
+    let client = client_cert(&pki, "gateway", "gateway-1");
+    let mut idle = raw(&pki, &client, ks.port);
+    let mut stalled = raw(&pki, &client, ks.port);
+    let f = frame(4, &Request::Ping(vec![1; 50]));
+    stalled.write_all(&f[..f.len() / 2]).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(read_response(&mut stalled), None, "the stalled connection is closed");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(800) && waited < std::time::Duration::from_secs(8),
+        "{waited:?}"
+    );
+    assert_eq!(
+        ks.proc.metric("tlsgate_keyserver_errors_total", &["kind=\"stalled\""]),
+        1.0
+    );
+    // An idle connection (no frame started) is not affected.
+    idle.write_all(&frame(6, &Request::Ping(vec![]))).unwrap();
+    assert_eq!(read_response(&mut idle), Some((6, Response::Pong(vec![]))));
+}
+
+#[test]
 fn malformed_oversized_and_truncated_frames_get_an_error_or_a_close() {
     let pki = TestPki::new();
     let keys = site_keys(&pki);
@@ -314,6 +346,10 @@ fn malformed_oversized_and_truncated_frames_get_an_error_or_a_close() {
     let mut s = raw(&pki, &client, ks.port);
     s.write_all(&frame(5, &Request::Ping(vec![]))).unwrap();
     assert_eq!(read_response(&mut s), Some((5, Response::Pong(vec![]))));
+    assert_eq!(
+        ks.proc.metric("tlsgate_keyserver_errors_total", &["kind=\"stalled\""]),
+        0.0
+    );
     assert!(
         ks.proc
             .metric("tlsgate_keyserver_errors_total", &["kind=\"oversized\""])

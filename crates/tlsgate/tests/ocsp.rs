@@ -348,6 +348,15 @@ fn responder_staple_is_served_per_certificate_to_clients_that_ask() {
             2.0,
             "{cert}\n{m}"
         );
+        // The handshake counter carries the same fact per site and certificate type.
+        assert_eq!(
+            metric(
+                "tlsgate_handshakes_total",
+                &["site=\"main\"", &format!("cert=\"{cert}\""), "stapled=\"yes\""]
+            ),
+            2.0,
+            "{cert}\n{m}"
+        );
     }
     assert_eq!(
         metric("tlsgate_ocsp_fetches_total", &["outcome=\"unreachable\""]),
