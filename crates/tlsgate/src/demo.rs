@@ -95,7 +95,8 @@ pub fn banner(state_dir: &Path, ports: DemoPorts) -> String {
          \n  curl --cacert {ca} --http2 -sI https://localhost:{https}/\
          \n  openssl s_client -connect localhost:{https} -servername localhost -CAfile {ca} -tls1_2 -reconnect </dev/null | grep -E '^(New|Reused)'\
          \n  curl -s http://127.0.0.1:{admin}/metrics | grep tlsgate_handshakes\
-         \n  tlsgate reload --config {state}/tlsgate.toml\n",
+         \n  {exe} reload --config {state}/tlsgate.toml\n",
         state = state_dir.display(),
+        exe = std::env::current_exe().map_or_else(|_| "tlsgate".to_string(), |p| p.display().to_string()),
     )
 }
