@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{oneshot, watch};
 
 /// A live connection: send requests, await their responses.
@@ -110,27 +110,14 @@ async fn connect_and_serve(server: &Arc<ServerState>, slot: usize) -> Result<(),
         .await
         .map_err(|_| "TLS handshake timed out".to_string())?
         .map_err(|e| format!("TLS handshake: {e}"))?;
-    let (mut rd, mut wr) = tokio::io::split(tls);
-    let (tx, mut rx) = unbounded_channel::<Vec<u8>>();
+    let (mut rd, wr) = tokio::io::split(tls);
+    let (tx, writer) = crate::frame_writer::spawn(wr);
     let conn = Arc::new(Conn {
         tx,
         pending: Mutex::new(Some(HashMap::new())),
         next_id: AtomicU32::new(1),
         outstanding: AtomicUsize::new(0),
         alive: AtomicBool::new(true),
-    });
-    let writer = tokio::spawn(async move {
-        while let Some(mut out) = rx.recv().await {
-            while out.len() < 64 * 1024 {
-                match rx.try_recv() {
-                    Ok(more) => out.extend_from_slice(&more),
-                    Err(_) => break,
-                }
-            }
-            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
-                return;
-            }
-        }
     });
     let result = serve(server, slot, &conn, &mut rd).await;
     conn.kill();

@@ -6,7 +6,8 @@
 //!   [`server`], [`server_metrics`].
 //! - Gateway side: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`), [`client`] (key-server
 //!   pool: choice, retry, circuit breaking), [`client_conn`] (one pipelined connection).
-//! - Shared: [`tls_setup`] (mutual TLS 1.3), [`algorithms`] (signature scheme code points).
+//! - Shared: [`tls_setup`] (mutual TLS 1.3), [`frame_writer`] (coalescing writer task),
+//!   [`algorithms`] (signature scheme code points).
 #![forbid(unsafe_code)]
 
 pub mod codec;
@@ -17,6 +18,8 @@ pub mod algorithms;
 pub mod client;
 #[cfg(feature = "net")]
 pub mod client_conn;
+#[cfg(feature = "net")]
+pub mod frame_writer;
 #[cfg(feature = "net")]
 pub mod keystore;
 #[cfg(feature = "net")]

@@ -17,8 +17,8 @@ use boring::ssl::SslAcceptor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc::UnboundedSender;
 
 /// Longest time a gateway may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -122,22 +122,8 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
     }
     tracing::debug!(%peer, "gateway connected");
     s.metrics.connections.inc();
-    let (mut rd, mut wr) = tokio::io::split(tls);
-    let (tx, mut rx) = unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(async move {
-        while let Some(mut out) = rx.recv().await {
-            while out.len() < 64 * 1024 {
-                match rx.try_recv() {
-                    Ok(more) => out.extend_from_slice(&more),
-                    Err(_) => break,
-                }
-            }
-            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let (mut rd, wr) = tokio::io::split(tls);
+    let (tx, writer) = crate::frame_writer::spawn(wr);
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 16 * 1024];
     'read: loop {
