@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tlsgate needs, only those missing (sourced by demo.sh and test.sh).
 #   build: cmake, clang, libclang-dev (BoringSSL through the boring crate), pkg-config
-#   tests: openssl (s_client), curl (HTTP/2 client), iproute2 (ss), procps
+#   tests: openssl (s_client), curl (HTTP/2 client), iproute2 (ss), procps, nginx-light (the peer
+#          server of crates/tlsgate/tests/bench_nginx.rs), nghttp2-client (nghttp: the HTTP/2
+#          SETTINGS the gateway sends, tests/optimisations.rs), redis-server (+ redis-cli, also
+#          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs)
 set -euo pipefail
 
 tlsgate_install_packages() {
@@ -19,4 +22,4 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached)

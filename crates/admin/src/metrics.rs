@@ -89,8 +89,19 @@ pub struct UpstreamErrorLabels {
 /// Labels of TLS record-size decisions.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RecordLabels {
+    /// Site the connection was served for.
+    pub site: &'static str,
     /// `segment` (one TCP segment), `growing`, `full`, or `fixed` (dynamic sizing off).
     pub phase: &'static str,
+}
+
+/// Labels of a connection accepted with TCP Fast Open.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TfoLabels {
+    /// The listener's address.
+    pub listener: &'static str,
+    /// Site selected by SNI (`-` for redirect listeners and failed handshakes).
+    pub site: &'static str,
 }
 
 /// Labels with a single `name`.
@@ -137,6 +148,8 @@ pub struct Metrics {
     pub reloads: Family<ResultLabels, Counter>,
     /// Writes to clients by TLS record-size phase.
     pub record_writes: Family<RecordLabels, Counter>,
+    /// Connections whose SYN carried data accepted by TCP Fast Open.
+    pub tfo_accepted: Family<TfoLabels, Counter>,
     /// Values copied in at scrape time (session cache, ticket keys, ...).
     pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
     /// OCSP stapling.
@@ -227,6 +240,12 @@ impl Metrics {
             "Writes to clients by TLS record-size phase",
             record_writes.clone(),
         );
+        let tfo_accepted = Family::default();
+        registry.register(
+            "tfo_accepted",
+            "Connections accepted with TCP Fast Open (data in the SYN), by listener and site",
+            tfo_accepted.clone(),
+        );
         let state = Family::default();
         registry.register(
             "state",
@@ -249,6 +268,7 @@ impl Metrics {
             bytes_out,
             reloads,
             record_writes,
+            tfo_accepted,
             state,
             ocsp,
         }

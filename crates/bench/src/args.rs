@@ -65,6 +65,27 @@ pub struct BenchArgs {
     /// Write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Request method.
+    #[arg(long, default_value = "GET")]
+    pub method: String,
+    /// Request body (`@FILE` reads it from a file); sent with `Content-Length`.
+    #[arg(long)]
+    pub body: Option<String>,
+    /// HTTP/2 (ALPN h2) instead of HTTP/1.1; keep-alive mode only.
+    #[arg(long, conflicts_with_all = ["new_conn", "handshake_only", "hold"])]
+    pub h2: bool,
+    /// Concurrent streams per HTTP/2 connection.
+    #[arg(short = 'm', long = "streams", default_value_t = 1)]
+    pub streams: usize,
+    /// Constant throughput: this many requests (handshakes with --handshake-only) per second in
+    /// all, spread evenly; latency is measured from each request's intended send time (wrk2's
+    /// coordinated-omission correction).
+    #[arg(short = 'R', long = "rate", conflicts_with = "hold")]
+    pub rate: Option<f64>,
+    /// Client TCP Fast Open (`TCP_FASTOPEN_CONNECT`): the ClientHello rides in the SYN when the
+    /// kernel holds a cookie for the server.
+    #[arg(long)]
+    pub tfo: bool,
 }
 
 /// A duration as wrk takes it (`5` = 5 s) or in humantime syntax (`500ms`, `2m`).
@@ -154,6 +175,22 @@ pub struct Plan {
     pub request: Vec<u8>,
     /// Where the JSON summary goes.
     pub json: Option<PathBuf>,
+    /// Request method.
+    pub method: String,
+    /// Request body.
+    pub body: Vec<u8>,
+    /// Extra headers (`Name: value`), for HTTP/2.
+    pub headers: Vec<(String, String)>,
+    /// `Host:` / `:authority`.
+    pub host_header: String,
+    /// HTTP/2.
+    pub h2: bool,
+    /// Streams per HTTP/2 connection.
+    pub streams: usize,
+    /// Target operations per second in all (`--rate`).
+    pub rate: Option<f64>,
+    /// TCP Fast Open.
+    pub tfo: bool,
 }
 
 impl Plan {
@@ -213,26 +250,55 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{host} has no address"))
 }
 
-/// Builds the HTTP/1.1 request bytes.
+/// Builds the HTTP/1.1 GET request bytes.
 pub fn build_request(host_header: &str, path: &str, headers: &[String], close: bool) -> anyhow::Result<Vec<u8>> {
-    let mut req = format!("GET {path} HTTP/1.1\r\n");
+    build_request_with("GET", host_header, path, headers, &[], close)
+}
+
+/// Splits `Name: value` headers, checking names and values.
+pub fn parse_headers(headers: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    headers
+        .iter()
+        .map(|h| {
+            let (name, value) = h
+                .split_once(':')
+                .with_context(|| format!("header {h:?}: expected `Name: value`"))?;
+            let name = name.trim();
+            if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                bail!("header {h:?}: bad name");
+            }
+            if value.contains(['\r', '\n']) {
+                bail!("header {h:?}: value contains a line break");
+            }
+            Ok((name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Builds the HTTP/1.1 request bytes: method, headers, and a body with `Content-Length`.
+pub fn build_request_with(
+    method: &str,
+    host_header: &str,
+    path: &str,
+    headers: &[String],
+    body: &[u8],
+    close: bool,
+) -> anyhow::Result<Vec<u8>> {
+    if method.is_empty()
+        || !method
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        bail!("--method {method:?}: not a method token");
+    }
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
     let mut has_host = false;
     let mut has_connection = false;
     let mut extra = String::new();
-    for h in headers {
-        let (name, value) = h
-            .split_once(':')
-            .with_context(|| format!("header {h:?}: expected `Name: value`"))?;
-        let name = name.trim();
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            bail!("header {h:?}: bad name");
-        }
-        if value.contains(['\r', '\n']) {
-            bail!("header {h:?}: value contains a line break");
-        }
+    for (name, value) in parse_headers(headers)? {
         has_host |= name.eq_ignore_ascii_case("host");
         has_connection |= name.eq_ignore_ascii_case("connection");
-        extra.push_str(&format!("{name}: {}\r\n", value.trim()));
+        extra.push_str(&format!("{name}: {value}\r\n"));
     }
     if !has_host {
         req.push_str(&format!("Host: {host_header}\r\n"));
@@ -241,8 +307,13 @@ pub fn build_request(host_header: &str, path: &str, headers: &[String], close: b
     if close && !has_connection {
         req.push_str("Connection: close\r\n");
     }
+    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     req.push_str("\r\n");
-    Ok(req.into_bytes())
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    Ok(bytes)
 }
 
 impl BenchArgs {
@@ -295,7 +366,33 @@ impl BenchArgs {
             (false, 443) => host.clone(),
             (false, p) => format!("{host}:{p}"),
         };
-        let request = build_request(&host_header, &path, &self.headers, mode == Mode::NewConn)?;
+        let body = match self.body.as_deref() {
+            Some(b) if b.starts_with('@') => {
+                std::fs::read(&b[1..]).with_context(|| format!("--body {b}: cannot read the file"))?
+            }
+            Some(b) => b.as_bytes().to_vec(),
+            None => Vec::new(),
+        };
+        if self.streams == 0 {
+            bail!("-m must be at least 1");
+        }
+        if self.streams > 1 && !self.h2 {
+            bail!("-m (streams per connection) needs --h2");
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("--rate must be a positive number of operations per second");
+            }
+        }
+        let request = build_request_with(
+            &self.method,
+            &host_header,
+            &path,
+            &self.headers,
+            &body,
+            mode == Mode::NewConn,
+        )?;
+        let headers = parse_headers(&self.headers)?;
         Ok(Plan {
             url: self.url.clone(),
             host,
@@ -316,6 +413,14 @@ impl BenchArgs {
             timeout: self.timeout,
             request,
             json: self.json.clone(),
+            method: self.method.clone(),
+            body,
+            headers,
+            host_header,
+            h2: self.h2,
+            streams: self.streams,
+            rate: self.rate,
+            tfo: self.tfo,
         })
     }
 }
@@ -461,6 +566,34 @@ mod tests {
         assert!(bad(&["-n", "0", "https://127.0.0.1/"]));
         assert!(bad(&["-H", "no colon", "https://127.0.0.1/"]));
         assert!(bad(&["--connect-to", "127.0.0.1:x", "https://127.0.0.1/"]));
+    }
+
+    #[test]
+    fn method_body_h2_rate() {
+        let p = plan(&["--method", "POST", "--body", "abc", "https://127.0.0.1:1/p"]);
+        assert_eq!(
+            String::from_utf8(p.request).unwrap(),
+            "POST /p HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Length: 3\r\n\r\nabc"
+        );
+        let p = plan(&[
+            "--h2",
+            "-m",
+            "8",
+            "--rate",
+            "1000",
+            "--tfo",
+            "-H",
+            "X-A: b",
+            "https://127.0.0.1:1/",
+        ]);
+        assert!(p.h2 && p.tfo);
+        assert_eq!((p.streams, p.rate), (8, Some(1000.0)));
+        assert_eq!(p.headers, [("X-A".to_string(), "b".to_string())]);
+        let bad = |args: &[&str]| parse(args).map_or(true, |a| a.plan().is_err());
+        assert!(bad(&["-m", "4", "https://127.0.0.1/"]), "-m without --h2");
+        assert!(bad(&["--h2", "--new-conn", "https://127.0.0.1/"]));
+        assert!(bad(&["--rate", "0", "https://127.0.0.1/"]));
+        assert!(bad(&["--method", "G T", "https://127.0.0.1/"]));
     }
 
     #[test]

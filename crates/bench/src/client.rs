@@ -49,7 +49,7 @@ impl Client {
             b.set_strict_cipher_list(ciphers)
                 .with_context(|| format!("--ciphers {ciphers}: not a valid cipher list"))?;
         }
-        b.set_alpn_protos(b"\x08http/1.1")?;
+        b.set_alpn_protos(if plan.h2 { b"\x02h2" } else { b"\x08http/1.1" })?;
         match &plan.cacert {
             Some(ca) => {
                 b.set_ca_file(ca)

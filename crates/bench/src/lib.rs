@@ -6,6 +6,10 @@
 //! connections, for memory measurements). Resumption follows wrk's `--no-session-id` and
 //! `--no-ticket`; whether a handshake resumed is what the client's TLS stack says.
 //!
+//! `--h2` runs HTTP/2 with `-m` streams per connection (hyper's client); `--rate` paces every
+//! sender on a fixed schedule and measures latency from intended send times (wrk2); latencies
+//! are kept per phase (connect, handshake, TTFB, TTLB). The [`probe`] module is `tlsgate probe`.
+//!
 //! The HTTP/1.1 side is a hand-written request/response loop (one pre-built request, a reused
 //! buffer, no allocation per response), so the load generator costs far less CPU per request
 //! than the server it measures.
@@ -14,10 +18,13 @@
 pub mod args;
 pub mod client;
 pub mod http;
+pub mod probe;
+pub mod progress;
 pub mod report;
 pub mod run;
 
 pub use args::{BenchArgs, Mode, Plan};
+pub use probe::ProbeArgs;
 pub use report::Summary;
 
 use anyhow::Context;

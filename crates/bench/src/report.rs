@@ -76,12 +76,16 @@ pub struct Stats {
     pub status: BTreeMap<u16, u64>,
     /// Handshakes by (version, cipher, group).
     pub negotiated: BTreeMap<Negotiated, u64>,
+    /// Resumed handshakes by mechanism: `session_id`, `ticket` (TLS 1.2), `tls13_psk`.
+    pub resumed_by: BTreeMap<&'static str, u64>,
     /// TCP connect latency (µs).
     pub connect: Histogram<u64>,
     /// TLS handshake latency (µs).
     pub handshake: Histogram<u64>,
-    /// Request latency (µs).
+    /// Request latency (µs): time to the last byte.
     pub request: Histogram<u64>,
+    /// Time to the first response byte (µs), from the same start as `request`.
+    pub ttfb: Histogram<u64>,
     /// Time from the start to this thread's last operation.
     pub elapsed: Duration,
 }
@@ -99,9 +103,11 @@ impl Default for Stats {
             first_error: BTreeMap::new(),
             status: BTreeMap::new(),
             negotiated: BTreeMap::new(),
+            resumed_by: BTreeMap::new(),
             connect: histogram(),
             handshake: histogram(),
             request: histogram(),
+            ttfb: histogram(),
             elapsed: Duration::ZERO,
         }
     }
@@ -137,6 +143,16 @@ impl Stats {
         *self.negotiated.entry(negotiated).or_default() += 1;
     }
 
+    /// Counts a resumption by its mechanism.
+    pub fn record_resumption(&mut self, mechanism: &'static str) {
+        *self.resumed_by.entry(mechanism).or_default() += 1;
+    }
+
+    /// Records a time to first byte.
+    pub fn record_ttfb(&mut self, d: Duration) {
+        self.ttfb.saturating_record(micros(d));
+    }
+
     /// Records a complete response.
     pub fn record_request(&mut self, d: Duration, status: u16, bytes: usize) {
         self.requests += 1;
@@ -168,10 +184,14 @@ impl Stats {
         for (k, v) in &other.negotiated {
             *self.negotiated.entry(*k).or_default() += v;
         }
+        for (k, v) in &other.resumed_by {
+            *self.resumed_by.entry(*k).or_default() += v;
+        }
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.connect.add(&other.connect);
         let _ = self.handshake.add(&other.handshake);
         let _ = self.request.add(&other.request);
+        let _ = self.ttfb.add(&other.ttfb);
         self.elapsed = self.elapsed.max(other.elapsed);
     }
 }
@@ -189,6 +209,8 @@ pub struct Latency {
     pub p90: u64,
     /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
     /// Largest.
     pub max: u64,
 }
@@ -202,6 +224,7 @@ impl Latency {
                 p50: 0,
                 p90: 0,
                 p99: 0,
+                p999: 0,
                 max: 0,
             };
         }
@@ -211,20 +234,52 @@ impl Latency {
             p50: h.value_at_quantile(0.50),
             p90: h.value_at_quantile(0.90),
             p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
             max: h.max(),
         }
     }
 }
 
-/// The three latencies.
+/// The latencies, one per phase.
 #[derive(Debug, Clone, Serialize)]
 pub struct Latencies {
     /// TCP connect.
     pub connect: Latency,
     /// TLS handshake (after connect).
     pub handshake: Latency,
-    /// Request: write to last byte; in new-conn mode from the start of connect.
+    /// Time to first byte: from the request's start (its write; in new-conn mode the start of the
+    /// connect; with `--rate` its intended send time) to the first response byte.
+    pub ttfb: Latency,
+    /// Time to last byte, from the same start.
+    pub ttlb: Latency,
+    /// The request latency: the same figures as `ttlb` (kept under its older name).
     pub request: Latency,
+}
+
+/// The whole distribution of one latency: (percentile, µs) pairs, HdrHistogram's percentile
+/// iteration with 5 ticks per half distance (what wrk2 prints with `--latency`).
+pub type Distribution = Vec<(f64, u64)>;
+
+fn distribution(h: &Histogram<u64>) -> Distribution {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_quantiles(5)
+        .map(|v| ((v.quantile_iterated_to() * 1e6).round() / 1e4, v.value_iterated_to()))
+        .collect()
+}
+
+/// Full distributions for `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Histograms {
+    /// TCP connect.
+    pub connect: Distribution,
+    /// TLS handshake.
+    pub handshake: Distribution,
+    /// Time to first byte.
+    pub ttfb: Distribution,
+    /// Time to last byte.
+    pub ttlb: Distribution,
 }
 
 /// The result of a run.
@@ -256,6 +311,9 @@ pub struct Summary {
     pub resumed: u64,
     /// Full handshakes.
     pub full: u64,
+    /// Resumed handshakes by mechanism (`session_id`, `ticket`, `tls13_psk`): TLS 1.3 resumption
+    /// is `tls13_psk`; a TLS 1.2 one is `ticket` when the resumed session carries a ticket.
+    pub resumed_by: BTreeMap<&'static str, u64>,
     /// `resumed / handshakes` (0 without handshakes).
     pub resumed_fraction: f64,
     /// Requests per second.
@@ -278,6 +336,18 @@ pub struct Summary {
     pub negotiated: BTreeMap<String, u64>,
     /// Latencies in microseconds.
     pub latency_us: Latencies,
+    /// `http/1.1` or `h2`.
+    pub protocol: &'static str,
+    /// HTTP/2 streams per connection.
+    pub streams: usize,
+    /// Request method.
+    pub method: String,
+    /// `--rate` (operations per second), when set: latencies then count from intended send times.
+    pub rate: Option<f64>,
+    /// Response bytes per second.
+    pub bytes_per_s: f64,
+    /// The percentile distributions (µs), as HdrHistogram iterates them.
+    pub histograms_us: Histograms,
 }
 
 impl Summary {
@@ -299,6 +369,7 @@ impl Summary {
             resumption_offered: stats.offered,
             resumed: stats.resumed,
             full: stats.handshakes - stats.resumed,
+            resumed_by: stats.resumed_by.clone(),
             resumed_fraction: if stats.handshakes == 0 {
                 0.0
             } else {
@@ -320,7 +391,20 @@ impl Summary {
             latency_us: Latencies {
                 connect: Latency::of(&stats.connect),
                 handshake: Latency::of(&stats.handshake),
+                ttfb: Latency::of(&stats.ttfb),
+                ttlb: Latency::of(&stats.request),
                 request: Latency::of(&stats.request),
+            },
+            protocol: if plan.h2 { "h2" } else { "http/1.1" },
+            streams: plan.streams,
+            method: plan.method.clone(),
+            rate: plan.rate,
+            bytes_per_s: rate(stats.bytes),
+            histograms_us: Histograms {
+                connect: distribution(&stats.connect),
+                handshake: distribution(&stats.handshake),
+                ttfb: distribution(&stats.ttfb),
+                ttlb: distribution(&stats.request),
             },
         }
     }
@@ -342,31 +426,45 @@ impl Summary {
         let _ = writeln!(s, "Running {what} @ {}", self.url);
         let _ = writeln!(
             s,
-            "  {} threads and {} connections, {} mode, TLS {}, session IDs {}, tickets {}",
+            "  {} threads and {} connections, {} mode, {}{}, TLS {}, session IDs {}, tickets {}",
             self.threads,
             self.connections,
             self.mode,
+            self.protocol,
+            if self.protocol == "h2" {
+                format!(" x{} streams", self.streams)
+            } else {
+                String::new()
+            },
             self.tls,
             onoff(self.session_id),
             onoff(self.tickets)
         );
+        if let Some(r) = self.rate {
+            let _ = writeln!(
+                s,
+                "  constant rate {r}/s; latencies count from each request's intended send time"
+            );
+        }
         let _ = writeln!(
             s,
-            "  {:<12}{:>10}{:>10}{:>10}{:>10}{:>10}",
-            "Latency", "p50", "p90", "p99", "max", "count"
+            "  {:<12}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "Latency", "p50", "p90", "p99", "p99.9", "max", "count"
         );
         for (name, l) in [
             ("connect", &self.latency_us.connect),
             ("handshake", &self.latency_us.handshake),
-            ("request", &self.latency_us.request),
+            ("ttfb", &self.latency_us.ttfb),
+            ("ttlb", &self.latency_us.ttlb),
         ] {
             let _ = writeln!(
                 s,
-                "    {:<10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+                "    {:<10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
                 name,
                 fmt_us(l.p50),
                 fmt_us(l.p90),
                 fmt_us(l.p99),
+                fmt_us(l.p999),
                 fmt_us(l.max),
                 l.count
             );
@@ -382,6 +480,10 @@ impl Summary {
             self.elapsed_s,
             self.bytes_received
         );
+        if !self.resumed_by.is_empty() {
+            let list: Vec<String> = self.resumed_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "  resumed by: {}", list.join(", "));
+        }
         for (what, n) in &self.negotiated {
             let _ = writeln!(s, "  negotiated {what}: {n}");
         }
@@ -406,7 +508,18 @@ impl Summary {
         }
         let _ = writeln!(s, "Requests/sec:   {:>12.2}", self.requests_per_s);
         let _ = writeln!(s, "Handshakes/sec: {:>12.2}", self.handshakes_per_s);
+        let _ = writeln!(s, "Transfer/sec:   {:>12}", fmt_bytes(self.bytes_per_s));
         s
+    }
+}
+
+fn fmt_bytes(per_s: f64) -> String {
+    if per_s >= 1024.0 * 1024.0 {
+        format!("{:.2}MB", per_s / (1024.0 * 1024.0))
+    } else if per_s >= 1024.0 {
+        format!("{:.2}KB", per_s / 1024.0)
+    } else {
+        format!("{per_s:.0}B")
     }
 }
 

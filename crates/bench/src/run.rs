@@ -1,6 +1,9 @@
 //! The load loop: `-t` threads, each with one single-threaded event loop running its share of
 //! the `-c` connections as local tasks that record into the thread's own [`Stats`] (no locks and
-//! no atomics on the hot path except the `-n` budget).
+//! no atomics on the hot path except the `-n` budget). `--rate` paces every sender on its own
+//! fixed schedule ([`Pacer`]); HTTP/2 lives in [`h2`].
+
+mod h2;
 
 use crate::args::{Limit, Mode, Plan};
 use crate::client::{forget_session, Client};
@@ -12,7 +15,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::timeout;
 
 type Tls = tokio_boring::SslStream<TcpStream>;
@@ -29,6 +32,53 @@ struct Shared {
     open: AtomicUsize,
     /// Hold mode: becomes true once every connection has settled.
     ready: tokio::sync::watch::Sender<bool>,
+    /// Counters for the progress line (only when one is shown).
+    progress: Option<Arc<crate::progress::Counters>>,
+}
+
+/// A sender's fixed schedule under `--rate`: the k-th operation is due at
+/// `start + phase + k * interval`, whatever happened to the previous ones (wrk2's model), so a
+/// stalled server shows up as latency instead of as fewer requests.
+pub(crate) struct Pacer {
+    next: Instant,
+    interval: Duration,
+}
+
+impl Pacer {
+    /// Sender `index` of `senders`, sharing `rate` operations per second; `None` without a rate.
+    fn new(sh: &Shared, index: usize, senders: usize) -> Option<Self> {
+        let rate = sh.plan.rate?;
+        let interval = Duration::from_secs_f64(senders as f64 / rate);
+        // Spread the senders' phases over one interval so they do not fire together.
+        let phase = interval.mul_f64(index as f64 / senders as f64);
+        Some(Self {
+            next: sh.start + phase,
+            interval,
+        })
+    }
+
+    /// Waits until the next operation is due; returns its intended start.
+    async fn wait(&mut self) -> Instant {
+        let due = self.next;
+        self.next += self.interval;
+        // tokio's timer fires on whole milliseconds, up to 1 ms late, which would add to every
+        // latency measured from `due`: sleep to 1 ms before and yield the rest of the way.
+        if let Some(early) = due.checked_sub(Duration::from_millis(1)) {
+            tokio::time::sleep_until(early.into()).await;
+        }
+        while Instant::now() < due {
+            tokio::task::yield_now().await;
+        }
+        due
+    }
+}
+
+/// Waits for the pacer, if any; the intended start of the operation.
+async fn pace(pacer: &mut Option<Pacer>) -> Option<Instant> {
+    match pacer {
+        Some(p) => Some(p.wait().await),
+        None => None,
+    }
 }
 
 impl Shared {
@@ -67,6 +117,7 @@ pub fn run(plan: &Plan) -> anyhow::Result<Summary> {
         Limit::Count(n) => i64::try_from(n).unwrap_or(i64::MAX),
         _ => 0,
     };
+    let progress = crate::progress::Progress::start(plan);
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         client,
@@ -76,15 +127,19 @@ pub fn run(plan: &Plan) -> anyhow::Result<Summary> {
         settled: AtomicUsize::new(0),
         open: AtomicUsize::new(0),
         ready: tokio::sync::watch::Sender::new(false),
+        progress: progress.as_ref().map(|p| p.counters()),
     });
     let mut threads = Vec::with_capacity(plan.threads);
+    let mut first = 0;
     for i in 0..plan.threads {
         let conns = plan.connections / plan.threads + usize::from(i < plan.connections % plan.threads);
         let sh = shared.clone();
+        let range = first..first + conns;
+        first += conns;
         threads.push(
             std::thread::Builder::new()
                 .name(format!("bench-{i}"))
-                .spawn(move || thread_main(sh, conns))?,
+                .spawn(move || thread_main(sh, range))?,
         );
     }
     let mut total = Stats::default();
@@ -92,17 +147,24 @@ pub fn run(plan: &Plan) -> anyhow::Result<Summary> {
         let stats = t.join().map_err(|_| anyhow::anyhow!("a bench thread panicked"))??;
         total.merge(&stats);
     }
+    drop(progress);
     Ok(Summary::new(plan, &total))
 }
 
-fn thread_main(shared: Arc<Shared>, conns: usize) -> anyhow::Result<Stats> {
+fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Result<Stats> {
     forget_session();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     let stats = Rc::new(RefCell::new(Stats::default()));
     local.block_on(&rt, async {
-        let tasks: Vec<_> = (0..conns)
-            .map(|_| tokio::task::spawn_local(connection(shared.clone(), stats.clone())))
+        let tasks: Vec<_> = conns
+            .map(|i| {
+                if shared.plan.h2 {
+                    tokio::task::spawn_local(h2::connection(shared.clone(), stats.clone(), i))
+                } else {
+                    tokio::task::spawn_local(connection(shared.clone(), stats.clone(), i))
+                }
+            })
             .collect();
         for t in tasks {
             let _ = t.await;
@@ -113,7 +175,8 @@ fn thread_main(shared: Arc<Shared>, conns: usize) -> anyhow::Result<Stats> {
     Ok(stats)
 }
 
-async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>) {
+async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>, index: usize) {
+    let mut pacer = Pacer::new(&sh, index, sh.plan.connections);
     match sh.plan.mode {
         Mode::KeepAlive => loop {
             if sh.over() {
@@ -126,36 +189,41 @@ async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>) {
                 continue;
             };
             loop {
+                let due = pace(&mut pacer).await;
                 if !sh.claim() {
                     return;
                 }
-                match request(&sh, &st, &mut conn, None).await {
+                match request(&sh, &st, &mut conn, due).await {
                     Some(false) => {}
                     Some(true) | None => break,
                 }
             }
         },
-        Mode::NewConn => {
-            while sh.claim() {
-                let started = Instant::now();
-                if let Some(mut conn) = open(&sh, &st).await {
-                    request(&sh, &st, &mut conn, Some(started)).await;
-                }
+        Mode::NewConn => loop {
+            let due = pace(&mut pacer).await;
+            if !sh.claim() {
+                return;
             }
-        }
-        Mode::HandshakeOnly => {
-            while sh.claim() {
-                let Some(mut conn) = open(&sh, &st).await else {
-                    continue;
-                };
-                // A TLS 1.3 server sends its tickets with (or after) the first response, so a
-                // thread with nothing to resume yet reads one response on this connection.
-                if sh.plan.resumption() && !sh.client.has_session() {
-                    request(&sh, &st, &mut conn, None).await;
-                }
-                let _ = timeout(sh.plan.timeout, conn.tls.shutdown()).await;
+            let started = due.unwrap_or_else(Instant::now);
+            if let Some(mut conn) = open(&sh, &st).await {
+                request(&sh, &st, &mut conn, Some(started)).await;
             }
-        }
+        },
+        Mode::HandshakeOnly => loop {
+            pace(&mut pacer).await;
+            if !sh.claim() {
+                return;
+            }
+            let Some(mut conn) = open(&sh, &st).await else {
+                continue;
+            };
+            // A TLS 1.3 server sends its tickets with (or after) the first response, so a
+            // thread with nothing to resume yet reads one response on this connection.
+            if sh.plan.resumption() && !sh.client.has_session() {
+                request(&sh, &st, &mut conn, None).await;
+            }
+            let _ = timeout(sh.plan.timeout, conn.tls.shutdown()).await;
+        },
         Mode::Hold => hold(&sh, &st).await,
     }
 }
@@ -197,16 +265,18 @@ async fn hold(sh: &Shared, st: &RefCell<Stats>) {
 /// TCP connect and TLS handshake, recorded; `None` on failure (counted).
 async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
     let t0 = Instant::now();
-    let tcp = match timeout(sh.plan.timeout, TcpStream::connect(sh.plan.addr)).await {
+    let tcp = match timeout(sh.plan.timeout, connect(&sh.plan)).await {
         Ok(Ok(tcp)) => tcp,
         Ok(Err(e)) => {
             st.borrow_mut().error_with(ErrorKind::Connect, &e);
+            count_error(sh);
             // Do not spin on a refused port or exhausted ephemeral ports.
             tokio::time::sleep(Duration::from_millis(10)).await;
             return None;
         }
         Err(_) => {
             st.borrow_mut().error(ErrorKind::Timeout);
+            count_error(sh);
             return None;
         }
     };
@@ -217,6 +287,7 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
         Ok(x) => x,
         Err(e) => {
             st.borrow_mut().error_with(ErrorKind::Handshake, &e);
+            count_error(sh);
             return None;
         }
     };
@@ -224,10 +295,12 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             st.borrow_mut().error_with(ErrorKind::Handshake, &e);
+            count_error(sh);
             return None;
         }
         Err(_) => {
             st.borrow_mut().error(ErrorKind::Timeout);
+            count_error(sh);
             return None;
         }
     };
@@ -241,16 +314,56 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
     );
     st.borrow_mut()
         .record_handshake(took, offered, ssl.session_reused(), negotiated);
+    if ssl.session_reused() {
+        st.borrow_mut().record_resumption(resumption_mechanism(ssl));
+    }
+    if let Some(p) = &sh.progress {
+        p.handshakes.fetch_add(1, Ordering::Relaxed);
+    }
     Some(Conn {
         tls,
         buf: Vec::with_capacity(4096),
     })
 }
 
+/// How a resumed handshake resumed: TLS 1.3 is always a PSK from a ticket; TLS 1.2 used the
+/// ticket when the (offered and resumed) session carries one, its session ID otherwise.
+fn resumption_mechanism(ssl: &boring::ssl::SslRef) -> &'static str {
+    if ssl.version2() == Some(boring::ssl::SslVersion::TLS1_3) {
+        "tls13_psk"
+    } else if ssl.session().is_some_and(tlsgate_tls::client_ffi::session_has_ticket) {
+        "ticket"
+    } else {
+        "session_id"
+    }
+}
+
+/// A TCP connection, with `TCP_FASTOPEN_CONNECT` set first under `--tfo`.
+async fn connect(plan: &Plan) -> std::io::Result<TcpStream> {
+    let socket = if plan.addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if plan.tfo {
+        use std::os::fd::AsFd;
+        tlsgate_tls::client_ffi::set_tcp_fastopen_connect(socket.as_fd())?;
+    }
+    socket.connect(plan.addr).await
+}
+
+/// Counts an error for the progress line too.
+fn count_error(sh: &Shared) {
+    if let Some(p) = &sh.progress {
+        p.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// One request and its response, recorded. `Some(close)` on success (`close`: the server
 /// announced it closes), `None` on failure (counted; the connection is unusable).
 async fn request(sh: &Shared, st: &RefCell<Stats>, conn: &mut Conn, started: Option<Instant>) -> Option<bool> {
     let t0 = started.unwrap_or_else(Instant::now);
+    let mut first_byte = None;
     let exchange = async {
         let fail = |kind: ErrorKind| move |e: std::io::Error| (kind, e.to_string());
         conn.tls
@@ -277,7 +390,10 @@ async fn request(sh: &Shared, st: &RefCell<Stats>, conn: &mut Conn, started: Opt
             }
             match conn.tls.read_buf(&mut conn.buf).await {
                 Ok(0) => {}
-                Ok(_) => continue,
+                Ok(_) => {
+                    first_byte.get_or_insert_with(Instant::now);
+                    continue;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
                 Err(e) => return Err(fail(ErrorKind::Read)(e)),
             }
@@ -293,15 +409,22 @@ async fn request(sh: &Shared, st: &RefCell<Stats>, conn: &mut Conn, started: Opt
     };
     match timeout(sh.plan.timeout, exchange).await {
         Ok(Ok((status, len, close))) => {
-            st.borrow_mut().record_request(t0.elapsed(), status, len);
+            let mut st = st.borrow_mut();
+            st.record_ttfb(first_byte.unwrap_or_else(Instant::now) - t0);
+            st.record_request(t0.elapsed(), status, len);
+            if let Some(p) = &sh.progress {
+                p.requests.fetch_add(1, Ordering::Relaxed);
+            }
             Some(close)
         }
         Ok(Err((kind, message))) => {
             st.borrow_mut().error_with(kind, &message);
+            count_error(sh);
             None
         }
         Err(_) => {
             st.borrow_mut().error(ErrorKind::Timeout);
+            count_error(sh);
             None
         }
     }

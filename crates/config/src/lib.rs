@@ -65,6 +65,9 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
             paths.extend(cert.ocsp_file.as_mut());
         }
     }
+    if let Some(c) = &mut config.cluster {
+        paths.extend(c.secret_files.iter_mut());
+    }
     if let Some(k) = &mut config.keyless {
         paths.extend([&mut k.client_certificate, &mut k.client_key, &mut k.server_ca]);
     }

@@ -37,6 +37,13 @@ pub struct Config {
     /// How the gateway reaches key servers (required when a certificate names `key_servers`).
     #[serde(default)]
     pub keyless: Option<KeylessConfig>,
+    /// HTTP/2 settings the gateway announces to clients (streams, windows, frame and table sizes).
+    #[serde(default)]
+    pub http2: Http2Config,
+    /// Cluster-wide session state: the shared secret for ticket keys and sealed sessions, and the
+    /// store (Redis or Memcached) for TLS 1.2 session IDs and 0-RTT single-use claims.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
 }
 
 /// `[server]`
@@ -152,6 +159,13 @@ pub struct TlsConfig {
     pub dynamic_records_idle: Duration,
     /// Without TCP_INFO (non-Linux), how many bytes go out in one-segment records before full size.
     pub dynamic_records_fallback_bytes: usize,
+    /// Server cipher order: `false` lets a client that lists ChaCha20-Poly1305 first have it
+    /// (equal-preference groups, TLS 1.2 and 1.3); `true` makes the server's order strict: AES-GCM
+    /// whenever the client offers it (TLS 1.2: `[a|b]` groups are flattened).
+    pub strict_cipher_order: bool,
+    /// RFC 8879 certificate compression (brotli and zlib) for TLS 1.3 clients that offer it; each
+    /// certificate's compressed form is computed once and reused.
+    pub cert_compression: bool,
     /// TLS 1.2 session-ID cache.
     pub session_cache: SessionCacheConfig,
     /// Session tickets (TLS 1.2 tickets and TLS 1.3 PSK tickets).
@@ -171,6 +185,8 @@ impl Default for TlsConfig {
             max_record_size: 16_384,
             dynamic_records_idle: Duration::from_secs(1),
             dynamic_records_fallback_bytes: 64 * 1024,
+            strict_cipher_order: false,
+            cert_compression: true,
             session_cache: SessionCacheConfig::default(),
             tickets: TicketConfig::default(),
         }
@@ -237,6 +253,11 @@ pub struct TicketConfig {
     pub rotation: Duration,
     /// Ticket lifetime: a retired key still decrypts for this long, then it is erased.
     pub lifetime: Duration,
+    /// Accept TLS 1.3 early data (0-RTT) on resumed connections. Only GET/HEAD requests without a
+    /// body are served from early data (others get 425 Too Early); each ticket's early data is
+    /// accepted at most once (across the cluster when `[cluster]` has a store; with the store
+    /// unreachable, 0-RTT is refused). Off by default.
+    pub early_data: bool,
 }
 
 impl Default for TicketConfig {
@@ -245,6 +266,7 @@ impl Default for TicketConfig {
             enabled: true,
             rotation: Duration::from_secs(3600),
             lifetime: Duration::from_secs(7200),
+            early_data: false,
         }
     }
 }
@@ -267,6 +289,10 @@ pub struct ListenerConfig {
     /// For `redirect` listeners: 301 or 308.
     #[serde(default = "default_redirect_status")]
     pub redirect_status: u16,
+    /// TCP Fast Open queue length (connections whose SYN data the kernel accepts before the
+    /// handshake completes); 0 = off. Needs sysctl `net.ipv4.tcp_fastopen` with bit 2 set (e.g. 3).
+    #[serde(default = "default_tcp_fastopen")]
+    pub tcp_fastopen: u32,
 }
 
 fn default_listener_kind() -> ListenerKind {
@@ -277,6 +303,43 @@ fn default_backlog() -> u32 {
 }
 fn default_redirect_status() -> u16 {
     301
+}
+fn default_tcp_fastopen() -> u32 {
+    256
+}
+
+/// `[http2]`: the SETTINGS the gateway announces on HTTP/2 client connections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http2Config {
+    /// Streams a client may have open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_concurrent_streams: u32,
+    /// Flow-control window per stream, in bytes (SETTINGS_INITIAL_WINDOW_SIZE; 65535..=2^31-1).
+    pub initial_stream_window: u32,
+    /// Flow-control window of the whole connection, in bytes (65535..=2^31-1).
+    pub initial_connection_window: u32,
+    /// Largest frame payload the gateway accepts (SETTINGS_MAX_FRAME_SIZE; 16384..=16777215).
+    pub max_frame_size: u32,
+    /// HPACK dynamic table size for headers the client sends (SETTINGS_HEADER_TABLE_SIZE).
+    pub header_table_size: u32,
+    /// Send a PING this often on idle connections (absent = no pings).
+    pub keep_alive_interval: Option<Duration>,
+    /// Close the connection when a PING is not answered within this time.
+    pub keep_alive_timeout: Duration,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 128,
+            initial_stream_window: 256 * 1024,
+            initial_connection_window: 1024 * 1024,
+            max_frame_size: 16_384,
+            header_table_size: 4096,
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
 }
 
 /// What a listener speaks.
@@ -541,4 +604,92 @@ pub enum Balance {
     RoundRobin,
     /// The server with the fewest requests in flight.
     LeastConn,
+}
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Files each holding one cluster secret (at least 32 random bytes, e.g. `openssl rand -hex 32`).
+    /// The first derives the ticket key of each epoch and seals sessions; the others are only
+    /// accepted (add the new secret first, keep the old one second for a ticket lifetime, then
+    /// drop it). Every node of a cluster must hold the same files.
+    pub secret_files: Vec<PathBuf>,
+    /// Where TLS 1.2 session IDs and 0-RTT claims are shared: `local` (this node only), `redis`
+    /// or `memcached`.
+    #[serde(default)]
+    pub store: StoreKind,
+    /// Store servers: `redis://host:port[/db]` URLs (for `sentinel`, the sentinels' URLs) or
+    /// memcached `host:port`.
+    #[serde(default)]
+    pub servers: Vec<String>,
+    /// How Redis is deployed: `single`, `sentinel` or `cluster`.
+    #[serde(default)]
+    pub redis_mode: RedisMode,
+    /// Sentinel service (master) name, for `redis_mode = "sentinel"`.
+    #[serde(default)]
+    pub sentinel_service: Option<String>,
+    /// Prefix of every key tlsgate writes (several clusters can share one store).
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// Longest a handshake waits for a session lookup; past it, a full handshake.
+    #[serde(default = "default_lookup_timeout")]
+    pub lookup_timeout: Duration,
+    /// Longest a background write or a 0-RTT claim waits for the store.
+    #[serde(default = "default_write_timeout")]
+    pub write_timeout: Duration,
+    /// Consecutive failures (errors or timeouts) that open the circuit breaker.
+    #[serde(default = "default_breaker_failures")]
+    pub breaker_failures: u32,
+    /// While the breaker is open, how often the store is probed in the background.
+    #[serde(default = "default_breaker_retry")]
+    pub breaker_retry: Duration,
+    /// Connections to each Memcached server (Redis multiplexes one connection).
+    #[serde(default = "default_store_connections")]
+    pub connections: usize,
+}
+
+fn default_key_prefix() -> String {
+    "tlsgate:".into()
+}
+fn default_lookup_timeout() -> Duration {
+    Duration(std::time::Duration::from_millis(5))
+}
+fn default_write_timeout() -> Duration {
+    Duration(std::time::Duration::from_millis(250))
+}
+fn default_breaker_failures() -> u32 {
+    3
+}
+fn default_breaker_retry() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_store_connections() -> usize {
+    4
+}
+
+/// Backend of the cluster session store.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// This node only (tickets are still shared through the secret).
+    #[default]
+    Local,
+    /// Redis (single server, Sentinel or Cluster).
+    Redis,
+    /// Memcached (text protocol).
+    Memcached,
+}
+
+/// How Redis is deployed.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisMode {
+    /// One server (or a proxy in front of several).
+    #[default]
+    Single,
+    /// Masters found through Redis Sentinel.
+    Sentinel,
+    /// Redis Cluster (keys spread over slots).
+    Cluster,
 }

@@ -104,7 +104,48 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     validate_sites(config, &mut issues);
     validate_upstreams(config, &mut issues);
     validate_keyless(config, &mut issues);
+    validate_http2(&config.http2, &mut issues);
+    validate_cluster(config, &mut issues);
     issues
+}
+
+fn validate_http2(h2: &Http2Config, issues: &mut Vec<Issue>) {
+    const MAX_WINDOW: u32 = (1 << 31) - 1;
+    if h2.max_concurrent_streams == 0 {
+        issues.push(Issue::error("http2.max_concurrent_streams", "must be at least 1"));
+    }
+    for (field, v) in [
+        ("http2.initial_stream_window", h2.initial_stream_window),
+        ("http2.initial_connection_window", h2.initial_connection_window),
+    ] {
+        if !(65_535..=MAX_WINDOW).contains(&v) {
+            issues.push(Issue::error(
+                field,
+                format!("must be between 65535 and {MAX_WINDOW} bytes"),
+            ));
+        }
+    }
+    if !(16_384..=16_777_215).contains(&h2.max_frame_size) {
+        issues.push(Issue::error(
+            "http2.max_frame_size",
+            "must be between 16384 and 16777215 bytes",
+        ));
+    }
+    if h2.header_table_size > 1 << 20 {
+        issues.push(Issue::warning(
+            "http2.header_table_size",
+            "above 1 MiB: every connection may hold this much HPACK state",
+        ));
+    }
+    if h2.keep_alive_interval.is_some_and(|d| d.get().is_zero()) {
+        issues.push(Issue::error(
+            "http2.keep_alive_interval",
+            "must be above zero (leave it out for no pings)",
+        ));
+    }
+    if h2.keep_alive_timeout.get().is_zero() {
+        issues.push(Issue::error("http2.keep_alive_timeout", "must be above zero"));
+    }
 }
 
 fn validate_server(config: &Config, issues: &mut Vec<Issue>) {
@@ -219,6 +260,12 @@ fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
         }
         if l.backlog == 0 {
             issues.push(Issue::error(format!("listener[{i}].backlog"), "must be at least 1"));
+        }
+        if l.tcp_fastopen > 65_535 {
+            issues.push(Issue::error(
+                format!("listener[{i}].tcp_fastopen"),
+                "queue length must be at most 65535 (0 = off)",
+            ));
         }
         if l.kind == ListenerKind::Redirect && !matches!(l.redirect_status, 301 | 302 | 307 | 308) {
             issues.push(Issue::error(
@@ -445,6 +492,108 @@ fn validate_keyless(config: &Config, issues: &mut Vec<Issue>) {
     }
 }
 
+fn validate_cluster(config: &Config, issues: &mut Vec<Issue>) {
+    if config.tls.tickets.early_data && !config.tls.tickets.enabled {
+        issues.push(Issue::error(
+            "tls.tickets.early_data",
+            "0-RTT resumes from TLS 1.3 tickets: set tls.tickets.enabled = true",
+        ));
+    }
+    if config.tls.tickets.early_data && config.tls.max_version != TlsVersion::V1_3 {
+        issues.push(Issue::warning(
+            "tls.tickets.early_data",
+            "0-RTT needs TLS 1.3 (tls.max_version)",
+        ));
+    }
+    let Some(c) = &config.cluster else { return };
+    if c.secret_files.is_empty() {
+        issues.push(Issue::error(
+            "cluster.secret_files",
+            "at least one secret file is required (every node must share it)",
+        ));
+    }
+    for (i, path) in c.secret_files.iter().enumerate() {
+        if !path.is_file() {
+            issues.push(Issue::error(
+                format!("cluster.secret_files[{i}]"),
+                format!("{}: no such file", path.display()),
+            ));
+        }
+    }
+    match c.store {
+        StoreKind::Local => {
+            if !c.servers.is_empty() {
+                issues.push(Issue::warning("cluster.servers", "ignored with store = \"local\""));
+            }
+        }
+        StoreKind::Redis => {
+            if c.servers.is_empty() {
+                issues.push(Issue::error(
+                    "cluster.servers",
+                    "store = \"redis\" needs at least one redis:// URL",
+                ));
+            }
+            for (i, url) in c.servers.iter().enumerate() {
+                if !url.starts_with("redis://") {
+                    issues.push(Issue::error(
+                        format!("cluster.servers[{i}]"),
+                        format!("{url:?}: expected a redis://host:port URL"),
+                    ));
+                }
+            }
+            if c.redis_mode == RedisMode::Sentinel && c.sentinel_service.as_deref().unwrap_or("").is_empty() {
+                issues.push(Issue::error(
+                    "cluster.sentinel_service",
+                    "redis_mode = \"sentinel\" needs the name of the monitored master",
+                ));
+            }
+        }
+        StoreKind::Memcached => {
+            if c.servers.is_empty() {
+                issues.push(Issue::error(
+                    "cluster.servers",
+                    "store = \"memcached\" needs at least one host:port",
+                ));
+            }
+            for (i, server) in c.servers.iter().enumerate() {
+                if server.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
+                    issues.push(Issue::error(
+                        format!("cluster.servers[{i}]"),
+                        format!("{server:?}: expected host:port"),
+                    ));
+                }
+            }
+        }
+    }
+    if c.lookup_timeout.get().is_zero() || c.write_timeout.get().is_zero() || c.breaker_retry.get().is_zero() {
+        issues.push(Issue::error(
+            "cluster.lookup_timeout",
+            "lookup_timeout, write_timeout and breaker_retry must be greater than zero",
+        ));
+    } else if c.lookup_timeout.get() > std::time::Duration::from_millis(100) {
+        issues.push(Issue::warning(
+            "cluster.lookup_timeout",
+            "above 100ms: every handshake may wait this long when the store is slow",
+        ));
+    }
+    if c.breaker_failures == 0 {
+        issues.push(Issue::error("cluster.breaker_failures", "must be at least 1"));
+    }
+    if c.connections == 0 {
+        issues.push(Issue::error("cluster.connections", "must be at least 1"));
+    }
+    if c.key_prefix
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        || c.key_prefix.len() > 64
+    {
+        issues.push(Issue::error(
+            "cluster.key_prefix",
+            "at most 64 characters, no spaces or control characters (memcached keys)",
+        ));
+    }
+}
+
 fn validate_upstreams(config: &Config, issues: &mut Vec<Issue>) {
     let mut names = HashSet::new();
     for (i, u) in config.upstreams.iter().enumerate() {
@@ -556,6 +705,24 @@ fixed_response = { body = "hi" }
     }
 
     #[test]
+    fn http2_and_tfo_limits_are_named() {
+        let mut c = parse(MINIMAL);
+        c.http2.max_concurrent_streams = 0;
+        c.http2.max_frame_size = 1000;
+        c.http2.initial_stream_window = 10;
+        c.listeners[0].tcp_fastopen = 100_000;
+        let errs = errors(&c);
+        for field in [
+            "http2.max_concurrent_streams",
+            "http2.max_frame_size",
+            "http2.initial_stream_window",
+            "listener[0].tcp_fastopen",
+        ] {
+            assert!(errs.iter().any(|e| e.contains(field)), "{field}: {errs:?}");
+        }
+    }
+
+    #[test]
     fn cbc_is_refused() {
         let mut c = parse(MINIMAL);
         c.tls.ciphers_tls12 = "ECDHE-RSA-AES128-SHA".into();
@@ -653,5 +820,35 @@ fixed_response = { body = "hi" }
         let errs = errors(&c);
         assert!(errs.iter().any(|e| e.contains("tls.groups[0]")));
         assert!(errs.iter().any(|e| e.contains("tls.min_version")));
+    }
+
+    #[test]
+    fn cluster_settings_name_their_field() {
+        let with = |cluster: &str| errors(&parse(&format!("{cluster}\n{MINIMAL}")));
+        let errs = with("[cluster]\nsecret_files = []\nstore = \"redis\"");
+        assert!(errs.iter().any(|e| e.contains("cluster.secret_files")), "{errs:?}");
+        assert!(errs.iter().any(|e| e.contains("cluster.servers")), "{errs:?}");
+        let errs = with("[cluster]\nsecret_files = [\"/nope\"]\nstore = \"redis\"\nservers = [\"10.0.0.1:6379\"]\nredis_mode = \"sentinel\"");
+        assert!(errs.iter().any(|e| e.contains("cluster.secret_files[0]")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("cluster.servers[0]") && e.contains("redis://")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("cluster.sentinel_service")), "{errs:?}");
+        let errs = with("[cluster]\nsecret_files = [\"/dev/null\"]\nstore = \"memcached\"\nservers = [\"nohost\"]\nlookup_timeout = \"0s\"");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("cluster.servers[0]") && e.contains("host:port")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("cluster.lookup_timeout")), "{errs:?}");
+        let secret = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        let fine = with(&format!(
+            "[cluster]\nsecret_files = [{secret:?}]\nstore = \"memcached\"\nservers = [\"127.0.0.1:11211\"]"
+        ));
+        assert!(!fine.iter().any(|e| e.contains("cluster")), "{fine:?}");
+        let errs = with("[tls.tickets]\nenabled = false\nearly_data = true");
+        assert!(errs.iter().any(|e| e.contains("tls.tickets.early_data")), "{errs:?}");
     }
 }

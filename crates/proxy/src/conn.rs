@@ -55,9 +55,22 @@ pub fn classify_failure(text: &str) -> &'static str {
 /// What BoringSSL reports when plain HTTP arrives on a TLS port; we answer it in plain HTTP.
 const PLAINTEXT_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 52\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use https:// to connect.\r\n\r\n";
 
-/// Serves one accepted TCP connection to completion.
-pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+/// Serves one accepted TCP connection to completion. `tfo` names the listener when the
+/// connection's SYN carried data accepted by TCP Fast Open (counted per site once it is known).
+pub async fn serve_tls(
+    gateway: Arc<Gateway>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    tfo: Option<&'static str>,
+) {
     let _guard = guard;
+    let count_tfo = |site: &'static str| {
+        if let Some(listener) = tfo {
+            let labels = tlsgate_admin::metrics::TfoLabels { listener, site };
+            gateway.metrics.tfo_accepted.get_or_create(&labels).inc();
+        }
+    };
     let started = Instant::now();
     let generation = gateway.current();
     let server = &generation.config.server;
@@ -88,6 +101,7 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
                 classify_failure(&text)
             };
             fail(reason);
+            count_tfo("-");
             tracing::debug!(%peer, reason, error = %text, "TLS handshake failed");
             if reason == "plaintext_http" {
                 if let Some(mut raw) = e.into_source_stream() {
@@ -102,12 +116,14 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         }
         Err(_) => {
             fail("timeout");
+            count_tfo("-");
             tracing::debug!(%peer, "TLS handshake timed out after {:?}", server.handshake_timeout);
             return;
         }
     };
     let info = HandshakeInfo::read(tls.ssl());
     let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
+    count_tfo(generation.sites[site_idx].label);
     metrics
         .handshakes
         .get_or_create(&HandshakeLabels {
@@ -130,25 +146,44 @@ pub async fn serve_tls(gateway: Arc<Gateway>, tcp: TcpStream, peer: SocketAddr, 
         .get_or_create(&OutcomeLabels { outcome })
         .observe(started.elapsed().as_secs_f64());
     let h2 = info.alpn.as_deref() == Some(b"h2");
+    if info.early_data {
+        gateway
+            .sessions
+            .early_data
+            .stats
+            .accepted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut tls = RecordSizer::new(
+        tls,
+        RecordPolicy::from_config(&generation.config.tls),
+        metrics.clone(),
+        generation.sites[site_idx].label,
+    );
+    let early = tls.watch_early_data();
     let ctx = Arc::new(ConnContext {
         gateway: gateway.clone(),
         accepted_with: generation.clone(),
         site: generation.sites[site_idx].name.clone(),
         peer,
         protocol: if h2 { "h2" } else { "h1" },
+        early,
     });
     let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
     let idle = server.client_idle_timeout.get();
     let shutdown = gateway.shutdown_signal();
-    let tls = RecordSizer::new(tls, RecordPolicy::from_config(&generation.config.tls), metrics.clone());
     if h2 {
+        let h2c = &generation.config.http2;
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
-            .max_concurrent_streams(128)
+            .max_concurrent_streams(h2c.max_concurrent_streams)
             .max_header_list_size(server.max_request_header_bytes as u32)
-            .initial_stream_window_size(256 * 1024)
-            .initial_connection_window_size(1024 * 1024)
-            .keep_alive_interval(None);
+            .initial_stream_window_size(h2c.initial_stream_window)
+            .initial_connection_window_size(h2c.initial_connection_window)
+            .max_frame_size(h2c.max_frame_size)
+            .header_table_size(h2c.header_table_size)
+            .keep_alive_interval(h2c.keep_alive_interval.map(|d| d.get()))
+            .keep_alive_timeout(h2c.keep_alive_timeout.get());
         drive(b.serve_connection(TokioIo::new(tls), service), activity, idle, shutdown).await;
     } else {
         let mut tls = tls;

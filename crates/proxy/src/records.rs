@@ -16,6 +16,7 @@ use crate::io::MeteredStream;
 use std::io;
 use std::os::fd::AsFd;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -73,11 +74,20 @@ pub struct RecordSizer {
     sent_since_reset: usize,
     at_full_size: bool,
     phase: &'static str,
+    /// Set while the handshake is unconfirmed after accepting 0-RTT early data; cleared by the
+    /// first read or write that finds the handshake finished.
+    early: Option<Arc<AtomicBool>>,
+    site: &'static str,
 }
 
 impl RecordSizer {
     /// Wraps a TLS stream whose handshake is complete.
-    pub fn new(mut inner: SslStream<MeteredStream<TcpStream>>, policy: RecordPolicy, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        mut inner: SslStream<MeteredStream<TcpStream>>,
+        policy: RecordPolicy,
+        metrics: Arc<Metrics>,
+        site: &'static str,
+    ) -> Self {
         let current = if policy.dynamic { 0 } else { policy.max };
         if !policy.dynamic && policy.max < 16_384 {
             tlsgate_tls::set_max_send_fragment(inner.ssl_mut(), policy.max);
@@ -92,6 +102,29 @@ impl RecordSizer {
             sent_since_reset: 0,
             at_full_size: !policy.dynamic,
             phase: "segment",
+            early: None,
+            site,
+        }
+    }
+
+    /// When the handshake returned early to serve 0-RTT data, a flag that stays true until the
+    /// handshake is confirmed (the client's Finished arrived): requests parsed while it is true came
+    /// in early data and may be replays. None when the handshake is already complete.
+    pub fn watch_early_data(&mut self) -> Option<Arc<AtomicBool>> {
+        if self.inner.ssl().is_init_finished() {
+            return None;
+        }
+        let flag = Arc::new(AtomicBool::new(true));
+        self.early = Some(flag.clone());
+        Some(flag)
+    }
+
+    fn check_confirmed(&mut self) {
+        if let Some(flag) = &self.early {
+            if self.inner.ssl().is_init_finished() {
+                flag.store(false, Ordering::Release);
+                self.early = None;
+            }
         }
     }
 
@@ -146,7 +179,10 @@ impl RecordSizer {
 
 impl AsyncRead for RecordSizer {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+        this.check_confirmed();
+        res
     }
 }
 
@@ -156,10 +192,14 @@ impl AsyncWrite for RecordSizer {
         let now = Instant::now();
         let phase = this.adjust(now, buf.len());
         let res = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.check_confirmed();
         if let Poll::Ready(Ok(n)) = &res {
             this.sent_since_reset += n;
             this.last_write = Some(now);
-            this.metrics.record_writes.get_or_create(&RecordLabels { phase }).inc();
+            this.metrics
+                .record_writes
+                .get_or_create(&RecordLabels { site: this.site, phase })
+                .inc();
         }
         res
     }

@@ -8,6 +8,7 @@ use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tlsgate_admin::metrics::RequestLabels;
@@ -24,6 +25,21 @@ pub struct ConnContext {
     pub peer: SocketAddr,
     /// `h1` or `h2`.
     pub protocol: &'static str,
+    /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.
+    pub early: Option<Arc<AtomicBool>>,
+}
+
+/// RFC 8470: early data is replayable, so only requests that are safe to repeat (GET or HEAD
+/// without a body) are served from it; the rest get 425 Too Early and the client retries after
+/// the handshake.
+fn safe_in_early_data(req: &Request<Incoming>) -> bool {
+    use hyper::body::Body as _;
+    let no_body = req.body().is_end_stream()
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() == b"0");
+    (req.method() == http::Method::GET || req.method() == http::Method::HEAD) && no_body
 }
 
 /// Host from the Host header or the request URI, lower-cased, without port.
@@ -42,8 +58,21 @@ pub fn request_host<B>(req: &Request<B>) -> Option<String> {
 }
 
 /// Handles one request.
-pub async fn handle(ctx: Arc<ConnContext>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let started = Instant::now();
+    if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+        let stats = &ctx.gateway.sessions.early_data.stats;
+        if !safe_in_early_data(&req) {
+            stats.requests_too_early.fetch_add(1, Ordering::Relaxed);
+            return Ok(error_response(
+                StatusCode::from_u16(425).expect("valid status"),
+                "425 Too Early: repeat this request after the TLS handshake\n",
+            ));
+        }
+        stats.requests_served.fetch_add(1, Ordering::Relaxed);
+        req.headers_mut()
+            .insert("early-data", http::HeaderValue::from_static("1"));
+    }
     let current = ctx.gateway.current();
     let (generation, site_idx) = match current.site_index(&ctx.site) {
         Some(i) => (current, i),

@@ -5,14 +5,20 @@
 //! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory.
 //! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
 //! - [`Origin`]: an HTTP/1.1 origin server on a real socket (echo, slow, streaming, sized bodies).
+//! - [`stores::StoreProcess`]: redis-server, a Redis Sentinel or memcached on a free port.
+//! - [`RoundRobin`]: a layer-4 round-robin balancer in front of several gateways.
 //! - [`run`]: run a client command (`openssl s_client`, `curl`) with a timeout and stdin.
 #![forbid(unsafe_code)]
 
+pub mod balancer;
 pub mod origin;
 pub mod process;
+pub mod stores;
 
+pub use balancer::RoundRobin;
 pub use origin::Origin;
 pub use process::{run, GatewayProcess, Output};
+pub use stores::StoreProcess;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -57,6 +57,8 @@ pub struct SessionState {
     pub tickets: Arc<TicketKeyRing>,
     /// OCSP staples per certificate (the last good response survives reloads).
     pub staples: Arc<crate::ocsp::StapleRegistry>,
+    /// 0-RTT admission (single-use ticket claims).
+    pub early_data: Arc<crate::early_data::EarlyData>,
 }
 
 impl SessionState {
@@ -69,6 +71,7 @@ impl SessionState {
             )),
             tickets: Arc::new(TicketKeyRing::new(tls.tickets.lifetime.get())),
             staples: Arc::default(),
+            early_data: Arc::default(),
         }
     }
 
@@ -77,6 +80,7 @@ impl SessionState {
         self.cache
             .reconfigure(tls.session_cache.size, tls.session_cache.timeout.get());
         self.tickets.set_lifetime(tls.tickets.lifetime.get());
+        self.tickets.set_rotation(tls.tickets.rotation.get());
     }
 }
 
@@ -243,8 +247,17 @@ fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
         .map_err(setting("tls.min_version"))?;
     b.set_max_proto_version(Some(version(tls.max_version)))
         .map_err(setting("tls.max_version"))?;
-    b.set_cipher_list(&tls.ciphers_tls12)
-        .map_err(setting("tls.ciphers_tls12"))?;
+    if tls.strict_cipher_order {
+        b.set_cipher_list(&strict_cipher_list(&tls.ciphers_tls12))
+            .map_err(setting("tls.ciphers_tls12"))?;
+        ffi::set_strict_tls13_cipher_order(&mut b).map_err(setting("tls.strict_cipher_order"))?;
+    } else {
+        b.set_cipher_list(&tls.ciphers_tls12)
+            .map_err(setting("tls.ciphers_tls12"))?;
+    }
+    if tls.cert_compression {
+        crate::cert_compression::install(&mut b).map_err(setting("tls.cert_compression"))?;
+    }
     b.set_curves_list(&tls.groups.join(":"))
         .map_err(setting("tls.groups"))?;
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
@@ -269,12 +282,20 @@ fn install_sessions(b: &mut SslContextBuilder, tls: &TlsConfig, sessions: &Sessi
     } else {
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     }
+    // Front and site contexts alike: SSL_set_SSL_CTX copies the site context's 0-RTT flag.
+    ffi::set_ctx_early_data_enabled(b, tls.tickets.enabled && tls.tickets.early_data);
     if tls.tickets.enabled {
         ffi::install_ticket_keys(b, sessions.tickets.clone());
         ffi::set_num_tickets(b, 2);
     } else {
         ffi::set_num_tickets(b, 0);
     }
+}
+
+/// A TLS 1.2 cipher list with its equal-preference groups flattened (`[a|b]:c` → `a:b:c`), so
+/// the server's written order is strict.
+fn strict_cipher_list(list: &str) -> String {
+    list.replace(['[', ']'], "").replace('|', ":")
 }
 
 /// Server-preference ALPN: the first of ours that the client offers.
@@ -297,7 +318,17 @@ fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
 fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>) -> Result<SslContext, TlsBuildError> {
     let mut b = base_builder(tls)?;
     install_sessions(&mut b, tls, sessions);
+    let early = tls.tickets.early_data.then(|| sessions.early_data.clone());
+    let ticket_lifetime = tls.tickets.lifetime.get();
     b.set_async_select_certificate_callback(move |hello| {
+        let claim = early.as_ref().and_then(|ed| {
+            let fut = ed.claim_for(
+                hello.get_extension(ExtensionType::PRE_SHARED_KEY),
+                hello.get_extension(ExtensionType::EARLY_DATA).is_some(),
+                ticket_lifetime,
+            )?;
+            Some((ed.clone(), fut))
+        });
         let ctx = match selector.choose(hello) {
             Some(variant) => Some((variant.ctx.clone(), variant.staple.clone())),
             None => {
@@ -307,12 +338,26 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
             }
         };
         let fut: BoxSelectCertFuture = Box::pin(async move {
+            let refuse_early_data = match claim {
+                Some((ed, fut)) => {
+                    let outcome = fut.await;
+                    ed.count(outcome);
+                    outcome != crate::early_data::Claim::Fresh
+                }
+                None => false,
+            };
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
                 Some((ctx, staple)) => {
                     hello
                         .ssl_mut()
                         .set_ssl_context(&ctx)
                         .map_err(|_| AsyncSelectCertError)?;
+                    if refuse_early_data {
+                        // After the switch (SSL_set_SSL_CTX copies the context's 0-RTT flag) and
+                        // before BoringSSL reads the early_data extension: 0-RTT off for this
+                        // connection only; the client repeats its request after the handshake.
+                        ffi::set_early_data_enabled(hello.ssl_mut(), false);
+                    }
                     // Per connection, after the switch: the context stays untouched by refreshes.
                     crate::ocsp::staple(&mut hello, staple.as_ref());
                     Ok(())
@@ -445,6 +490,11 @@ pub fn load_key(field: &str, path: &Path) -> Result<PKey<boring::pkey::Private>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strict_order_flattens_groups() {
+        assert_eq!(strict_cipher_list("[A|B|C]:[D|E]"), "A:B:C:D:E");
+    }
 
     #[test]
     fn alpn_prefers_server_order() {

@@ -4,9 +4,10 @@
 //! What lives here: what the safe `boring` API does not wrap (ticket and session-ID lifetimes,
 //! the number of TLS 1.3 tickets, record size), the `boring` setters that are `unsafe` because
 //! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
-//! and the one socket option the record sizer reads (`TCP_INFO`).
+//! the socket options socket2 lacks (`TCP_INFO` for the record sizer and TCP Fast Open
+//! accounting, the listeners' `TCP_FASTOPEN`), and the strict TLS 1.3 cipher order.
 
-use crate::session_cache::SessionCache;
+use crate::session_cache::{Lookup, SessionCache};
 use crate::tickets::TicketKeyRing;
 use boring::ssl::{SslContextBuilder, SslRef, SslSession, TicketKeyCallbackResult};
 use foreign_types::ForeignTypeRef;
@@ -74,6 +75,79 @@ pub fn tcp_window(fd: std::os::fd::BorrowedFd<'_>) -> Option<TcpWindow> {
     })
 }
 
+/// Enables server-side TCP Fast Open on a listening socket with a queue of `qlen` pending TFO
+/// connections (Linux `TCP_FASTOPEN`; 0 turns it off). socket2 has no setter for it.
+pub fn set_tcp_fastopen(fd: std::os::fd::BorrowedFd<'_>, qlen: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let qlen = libc::c_int::try_from(qlen).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fd` is a live socket borrowed for the call; the option value is a readable c_int
+    // of exactly the length passed, which the kernel only reads.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN,
+            (&qlen as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether an accepted connection's SYN carried data the kernel accepted with a valid Fast Open
+/// cookie (`TCP_INFO` `tcpi_options & TCPI_OPT_SYN_DATA`, Linux); false when the kernel does not say.
+pub fn tcp_syn_data_accepted(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    /// `TCPI_OPT_SYN_DATA` from linux/tcp.h (not exported by the libc crate).
+    const TCPI_OPT_SYN_DATA: u8 = 32;
+    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `fd` is a live socket borrowed for the call; `info` is a zeroed, writable
+    // `tcp_info` of `len` bytes, and the kernel writes at most `len` bytes and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < 8 {
+        return false;
+    }
+    // SAFETY: zero-initialised and (partly) filled by the kernel; every field is a plain integer,
+    // and `tcpi_options` (byte 5) lies within the `len` bytes written.
+    let info = unsafe { info.assume_init() };
+    info.tcpi_options & TCPI_OPT_SYN_DATA != 0
+}
+
+/// Makes the server's TLS 1.3 cipher order strict: AES-128-GCM, AES-256-GCM, then
+/// ChaCha20-Poly1305, whatever the client prefers (BoringSSL's default puts all three in one
+/// equal-preference group on machines with AES instructions, so the client's order decides).
+pub fn set_strict_tls13_cipher_order(builder: &mut SslContextBuilder) -> Result<(), boring::error::ErrorStack> {
+    const ORDER: [u16; 3] = [
+        boring_sys::SSL_CIPHER_AES_128_GCM_SHA256 as u16,
+        boring_sys::SSL_CIPHER_AES_256_GCM_SHA384 as u16,
+        boring_sys::SSL_CIPHER_CHACHA20_POLY1305_SHA256 as u16,
+    ];
+    // SAFETY: `builder.as_ptr()` is a valid SSL_CTX owned by `builder`; `ORDER` is a readable array
+    // of the length passed, copied by BoringSSL; a null `flags` pointer means no equal-preference
+    // groups, which the function documents as allowed.
+    let ok = unsafe {
+        boring_sys::SSL_CTX_set1_tls13_ciphers(builder.as_ptr(), ORDER.as_ptr(), std::ptr::null(), ORDER.len())
+    };
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(boring::error::ErrorStack::get())
+    }
+}
+
 /// Offers a saved session on a client connection (resumption by session ID, ticket or TLS 1.3 PSK).
 ///
 /// The session must come from a context built like `ssl`'s (tlsgate's clients and servers only
@@ -109,7 +183,8 @@ pub fn install_ticket_keys(builder: &mut SslContextBuilder, ring: Arc<TicketKeyR
 }
 
 /// Installs `cache` as the server-side TLS 1.2 session-ID store, looked up through BoringSSL's
-/// asynchronous session callback (the cluster store of a later issue plugs in here).
+/// asynchronous session callback: a local hit resumes at once; a local miss may ask the cluster
+/// store, and the handshake waits (bounded by the store's own timeout) for its answer.
 pub fn install_session_cache(builder: &mut SslContextBuilder, cache: Arc<SessionCache>) {
     let store = cache.clone();
     builder.set_new_session_callback(move |ssl, session| store.insert(ssl, session));
@@ -117,16 +192,32 @@ pub fn install_session_cache(builder: &mut SslContextBuilder, cache: Arc<Session
     // object not tied to any other SSL_CTX, which is the contract of the async get-session callback.
     unsafe {
         tokio_boring::SslContextBuilderExt::set_async_get_session_callback(builder, move |ssl, id| {
-            cache.lookup(ssl, id).map(|der| {
-                let fut: boring::ssl::BoxGetSessionFuture = Box::pin(async move {
+            let fut: boring::ssl::BoxGetSessionFuture = match cache.lookup(ssl, id)? {
+                Lookup::Local(der) => Box::pin(async move {
                     let finish: boring::ssl::BoxGetSessionFinish =
                         Box::new(move |_ssl: &mut SslRef, _id: &[u8]| SslSession::from_der(&der).ok());
                     Some(finish)
-                });
-                fut
-            })
+                }),
+                Lookup::Remote(fetch) => Box::pin(async move {
+                    let der = fetch.await?;
+                    let finish: boring::ssl::BoxGetSessionFinish = Box::new(move |ssl: &mut SslRef, _id: &[u8]| {
+                        let session = SslSession::from_der(&der).ok()?;
+                        crate::handshake_info::mark_session_id(ssl);
+                        Some(session)
+                    });
+                    Some(finish)
+                }),
+            };
+            Some(fut)
         });
     }
+}
+
+/// Turns 0-RTT on or off for every connection of a context (a connection may still be refused
+/// individually with [`set_early_data_enabled`]).
+pub fn set_ctx_early_data_enabled(builder: &mut SslContextBuilder, enabled: bool) {
+    // SAFETY: valid SSL_CTX owned by `builder`; the call stores a flag.
+    unsafe { boring_sys::SSL_CTX_set_early_data_enabled(builder.as_ptr(), i32::from(enabled)) }
 }
 
 /// What a ticket callback returns when no key matches: fall back to a full handshake.
@@ -147,5 +238,90 @@ pub fn extra_chain_certs(ctx: &boring::ssl::SslContextRef) -> Vec<boring::x509::
             .iter()
             .map(|c| c.to_owned())
             .collect()
+    }
+}
+
+// --- Client side: TLS 1.3 early data (0-RTT) and TCP Fast Open, for `tlsgate probe` and
+// `tlsgate bench` (the `boring` crate has no safe wrappers for these).
+
+/// `SSL_ERROR_EARLY_DATA_REJECTED`: the code an I/O call on a client connection returns when the
+/// server refused its 0-RTT data (the data must be sent again after [`reset_early_data_reject`]).
+pub const ERROR_EARLY_DATA_REJECTED: i32 = boring_sys::SSL_ERROR_EARLY_DATA_REJECTED;
+
+/// Lets a client connection send 0-RTT data when it offers an early-data capable session.
+pub fn set_early_data_enabled(ssl: &mut SslRef, enabled: bool) {
+    // SAFETY: `ssl` is a live SSL borrowed mutably for the call; the function stores a flag.
+    unsafe { boring_sys::SSL_set_early_data_enabled(ssl.as_ptr(), i32::from(enabled)) }
+}
+
+/// Whether the connection is still in the early-data state (handshake not confirmed yet).
+pub fn in_early_data(ssl: &SslRef) -> bool {
+    // SAFETY: `ssl` is a live SSL borrowed for the call; the function only reads its state.
+    unsafe { boring_sys::SSL_in_early_data(ssl.as_ptr()) == 1 }
+}
+
+/// Whether the server accepted the 0-RTT data (meaningful once the handshake has completed).
+pub fn early_data_accepted(ssl: &SslRef) -> bool {
+    // SAFETY: `ssl` is a live SSL borrowed for the call; the function only reads its state.
+    unsafe { boring_sys::SSL_early_data_accepted(ssl.as_ptr()) == 1 }
+}
+
+/// Why 0-RTT was or was not used on this connection, as BoringSSL names it (`accepted`,
+/// `disabled`, `no_session_offered`, `peer_declined`, `session_not_resumed`, ...).
+pub fn early_data_reason(ssl: &SslRef) -> String {
+    // SAFETY: `ssl` is a live SSL borrowed for the call. `SSL_early_data_reason_string` returns a
+    // pointer to a static NUL-terminated string, or NULL for an unknown value.
+    unsafe {
+        let reason = boring_sys::SSL_get_early_data_reason(ssl.as_ptr());
+        let text = boring_sys::SSL_early_data_reason_string(reason);
+        if text.is_null() {
+            return "unknown".into();
+        }
+        std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
+    }
+}
+
+/// After [`ERROR_EARLY_DATA_REJECTED`]: resets the connection so the handshake continues without
+/// early data (the caller sends its data again).
+pub fn reset_early_data_reject(ssl: &mut SslRef) {
+    // SAFETY: `ssl` is a live SSL borrowed mutably; BoringSSL requires (and the caller's contract
+    // states) that the last I/O call failed with SSL_ERROR_EARLY_DATA_REJECTED; otherwise it aborts,
+    // so callers only reach this after seeing that code.
+    unsafe { boring_sys::SSL_reset_early_data_reject(ssl.as_ptr()) }
+}
+
+/// Whether a session may be used to send 0-RTT data.
+pub fn session_early_data_capable(session: &boring::ssl::SslSessionRef) -> bool {
+    // SAFETY: `session` is a live SSL_SESSION borrowed for the call; the function only reads it.
+    unsafe { boring_sys::SSL_SESSION_early_data_capable(session.as_ptr()) == 1 }
+}
+
+/// Whether a session carries a ticket (TLS 1.2 ticket or TLS 1.3 PSK identity).
+pub fn session_has_ticket(session: &boring::ssl::SslSessionRef) -> bool {
+    // SAFETY: `session` is a live SSL_SESSION borrowed for the call; the function only reads it.
+    unsafe { boring_sys::SSL_SESSION_has_ticket(session.as_ptr()) == 1 }
+}
+
+/// Client TCP Fast Open (Linux `TCP_FASTOPEN_CONNECT`, 30): set on a socket before `connect`,
+/// the kernel sends the first data in the SYN when it holds a TFO cookie for the server.
+pub fn set_tcp_fastopen_connect(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const TCP_FASTOPEN_CONNECT: libc::c_int = 30;
+    let on: libc::c_int = 1;
+    // SAFETY: `fd` is a live socket borrowed for the call; the option value is a readable c_int of
+    // the length passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            TCP_FASTOPEN_CONNECT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -88,6 +88,8 @@ pub struct HandshakeInfo {
     pub alpn: Option<Vec<u8>>,
     /// An OCSP staple was sent (counted per certificate by the first `read`).
     pub stapled: bool,
+    /// 0-RTT early data was accepted (the handshake is confirmed only after it).
+    pub early_data: bool,
 }
 
 impl HandshakeInfo {
@@ -118,6 +120,7 @@ impl HandshakeInfo {
             cert_type: crate::context::served_key_type(ssl),
             alpn: ssl.selected_alpn_protocol().map(<[u8]>::to_vec),
             stapled: crate::ocsp::handshake_stapled(ssl),
+            early_data: crate::ffi::early_data_accepted(ssl),
         }
     }
 }

@@ -6,14 +6,19 @@
 //!   [`remote_keys`]: the hook through which key servers provide backends (keyless TLS).
 //! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
 //!   configuration reloads.
+//! - [`secret`]: the cluster secret and HKDF derivation (shared ticket keys, sealed sessions).
+//! - [`early_data`]: 0-RTT admission (each ticket's early data accepted at most once).
 //! - [`handshake_info`]: what a handshake did (version, cipher, group, resumption mechanism).
 //! - ClientHello inspection lives in `tlsgate-wire` (no I/O, fuzzed).
-//! - [`lint`]: certificate-chain lint for `tlsgate check`.
+//! - [`lint`]: certificate-chain lint for `tlsgate check` (and the first-flight size).
+//! - [`cert_compression`]: RFC 8879 brotli/zlib certificate compression, computed once per certificate.
 //! - [`ocsp`]: OCSP stapling: requests, response checks, the per-certificate staple slots.
 //! - [`pki`]: throwaway certificates for the demo and the tests.
 //! - `ffi`: the only module with `unsafe` code.
 
+pub mod cert_compression;
 pub mod context;
+pub mod early_data;
 mod ffi;
 pub mod handshake_info;
 pub mod keys;
@@ -21,10 +26,20 @@ pub mod lint;
 pub mod ocsp;
 pub mod pki;
 pub mod remote_keys;
+pub mod secret;
 pub mod session_cache;
 pub mod tickets;
 
 pub use context::{SessionState, TlsBuildError, TlsService};
 pub use ffi::{set_client_session, set_max_send_fragment, tcp_window, TcpWindow};
+/// Listener-side TCP Fast Open: enable it on a socket, and tell whether a connection used it.
+pub use ffi::{set_tcp_fastopen, tcp_syn_data_accepted};
+/// Client-side 0-RTT, session and TCP Fast Open helpers (`tlsgate probe`, `tlsgate bench`).
+pub mod client_ffi {
+    pub use crate::ffi::{
+        early_data_accepted, early_data_reason, in_early_data, reset_early_data_reject, session_early_data_capable,
+        session_has_ticket, set_early_data_enabled, set_tcp_fastopen_connect, ERROR_EARLY_DATA_REJECTED,
+    };
+}
 pub use handshake_info::{HandshakeInfo, Resumption};
 pub use keys::KeyType;

@@ -283,3 +283,148 @@ fn ip_eq(raw: &[u8], ip: std::net::IpAddr) -> bool {
         std::net::IpAddr::V6(v6) => raw == v6.octets(),
     }
 }
+
+/// Initial congestion window, in segments, that the first-flight check assumes (Linux's default
+/// since 3.0, RFC 6928). Raise it per route with `ip route change ... initcwnd N` (docs/OPTIMISATIONS.md).
+pub const INITCWND: usize = 10;
+/// Maximum segment size the first-flight check assumes (Ethernet MTU 1500 − 40 bytes of IPv4 + TCP).
+pub const MSS: usize = 1460;
+
+/// Per-record overhead of an encrypted TLS 1.3 record: header 5, content type 1, AEAD tag 16.
+const TLS13_RECORD_OVERHEAD: usize = 22;
+const MAX_RECORD: usize = 16_384;
+
+/// How many bytes a certificate chain costs on the wire (TLS 1.3, as BoringSSL sends it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlightSize {
+    /// DER size of each certificate, leaf first.
+    pub der: Vec<usize>,
+    /// The Certificate message in its records (DER + 3-byte lengths, empty entry extensions,
+    /// message header, record framing).
+    pub chain_as_sent: usize,
+    /// The CompressedCertificate message in its records, brotli and zlib (None when off).
+    pub brotli: Option<usize>,
+    /// See `brotli`.
+    pub zlib: Option<usize>,
+    /// Estimated server first flight: ServerHello (with the first configured group's key share),
+    /// ChangeCipherSpec, EncryptedExtensions, Certificate, CertificateVerify, Finished.
+    pub first_flight: usize,
+    /// The same with the Certificate message brotli-compressed.
+    pub first_flight_compressed: Option<usize>,
+}
+
+fn records(plaintext: usize) -> usize {
+    plaintext + plaintext.div_ceil(MAX_RECORD).max(1) * TLS13_RECORD_OVERHEAD
+}
+
+fn key_share_len(group: &str) -> usize {
+    match group {
+        "X25519MLKEM768" | "X25519Kyber768Draft00" => 1088 + 32,
+        "P-256" => 65,
+        "P-384" => 97,
+        "P-521" => 133,
+        _ => 32,
+    }
+}
+
+/// Computes the [`FlightSize`] of a chain served with `tls`'s settings.
+pub fn flight_size(chain: &[X509], tls: &tlsgate_config::TlsConfig) -> FlightSize {
+    let der: Vec<Vec<u8>> = chain.iter().map(|c| c.to_der().unwrap_or_default()).collect();
+    // Certificate body: context (1) + list length (3) + per entry: length (3) + DER + extensions (2).
+    let mut body = vec![0u8, 0, 0, 0];
+    for d in &der {
+        body.extend_from_slice(&(d.len() as u32).to_be_bytes()[1..]);
+        body.extend_from_slice(d);
+        body.extend_from_slice(&[0, 0]);
+    }
+    let list_len = (body.len() - 4) as u32;
+    body[1..4].copy_from_slice(&list_len.to_be_bytes()[1..]);
+    let certificate = 4 + body.len();
+    // CompressedCertificate: header 4, algorithm 2, uncompressed length 3, compressed length 3.
+    let compressed = |f: fn(&[u8]) -> std::io::Result<Vec<u8>>| {
+        tls.cert_compression
+            .then(|| f(&body).ok().map(|c| 4 + 2 + 3 + 3 + c.len()))
+            .flatten()
+    };
+    let brotli_msg = compressed(crate::cert_compression::brotli_compress);
+    let zlib_msg = compressed(crate::cert_compression::zlib_compress);
+    let group = tls.groups.first().map_or("X25519", String::as_str);
+    // ServerHello: header 4, version 2, random 32, session id 1 + 32 (echoed), suite 2,
+    // compression 1, extensions 2 + supported_versions 6 + key_share 8 + share; record header 5.
+    let server_hello = 5 + 4 + 2 + 32 + 33 + 2 + 1 + 2 + 6 + 8 + key_share_len(group);
+    let ccs = 6;
+    let alpn = tls.alpn.first().map_or(0, |p| 4 + 2 + 1 + p.len());
+    let encrypted_extensions = 4 + 2 + alpn;
+    let signature = chain
+        .first()
+        .and_then(|c| c.public_key().ok())
+        .map_or(72, |k| match k.id() {
+            Id::RSA => k.bits() as usize / 8,
+            Id::ED25519 => 64,
+            // DER ECDSA: two integers of the curve size, up to 9 bytes of framing.
+            _ => 2 * (k.bits() as usize).div_ceil(8) + 9,
+        });
+    let certificate_verify = 4 + 2 + 2 + signature;
+    let finished = 4 + 32;
+    let flight =
+        |cert_msg: usize| server_hello + ccs + records(encrypted_extensions + cert_msg + certificate_verify + finished);
+    FlightSize {
+        der: der.iter().map(Vec::len).collect(),
+        chain_as_sent: records(certificate),
+        brotli: brotli_msg.map(records),
+        zlib: zlib_msg.map(records),
+        first_flight: flight(certificate),
+        first_flight_compressed: brotli_msg.map(flight),
+    }
+}
+
+/// `tlsgate check`'s flight-size report: one info line per certificate, and a warning for each
+/// chain whose first flight exceeds [`INITCWND`] × [`MSS`] (one more round trip for every full
+/// handshake of a client that does not take it compressed).
+pub fn flight_report(config: &Config) -> (Vec<String>, Vec<Issue>) {
+    let budget = INITCWND * MSS;
+    let (mut info, mut issues) = (Vec::new(), Vec::new());
+    for (i, site) in config.sites.iter().enumerate() {
+        for (j, cert) in site.certificates.iter().enumerate() {
+            let field = format!("site[{i}].certificate[{j}].chain");
+            let Ok(chain) = load_chain(&field, &cert.chain) else {
+                continue; // reported by the lint
+            };
+            let f = flight_size(&chain, &config.tls);
+            let ders = f.der.iter().map(usize::to_string).collect::<Vec<_>>().join(" + ");
+            let compressed = match (f.brotli, f.zlib, f.first_flight_compressed) {
+                (Some(b), Some(z), Some(ff)) => {
+                    format!("; compressed (RFC 8879): brotli {b}, zlib {z} bytes, first flight ~{ff} with brotli")
+                }
+                _ => "; certificate compression off".into(),
+            };
+            info.push(format!(
+                "{field}: chain {} bytes as sent ({} certificate(s), DER {ders}, TLS 1.3 framing included); \
+                 first flight ~{} bytes of {budget} (initcwnd {INITCWND} x MSS {MSS}){compressed}",
+                f.chain_as_sent,
+                f.der.len(),
+                f.first_flight,
+            ));
+            if f.first_flight > budget {
+                let with = f.first_flight_compressed.map_or(String::new(), |c| {
+                    if c <= budget {
+                        format!(" (~{c} with brotli: clients offering certificate compression fit)")
+                    } else {
+                        format!(" (~{c} even with brotli)")
+                    }
+                });
+                issues.push(Issue::warning(
+                    field,
+                    format!(
+                        "{}: the server's first flight is ~{} bytes{with}, more than initcwnd {INITCWND} x MSS {MSS} = {budget}: \
+                         full handshakes wait one more round trip for the ACKs; shorten the chain (no root, no cross-signs), \
+                         prefer ECDSA, or raise initcwnd on the route (docs/OPTIMISATIONS.md)",
+                        cert.chain.display(),
+                        f.first_flight
+                    ),
+                ));
+            }
+        }
+    }
+    (info, issues)
+}

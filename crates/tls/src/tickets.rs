@@ -6,9 +6,16 @@
 //! traffic (the forward-secrecy trade-off of tickets). Tickets under a retired key are accepted
 //! and renewed under the current one.
 //!
+//! In a cluster (`[cluster] secret_files`), keys are not random but derived: the key of each time
+//! epoch (`unix time / rotation`) is HKDF(cluster secret, epoch), so every node computes the same
+//! keys with no coordinator; a node encrypts under the current epoch and accepts the epochs of the
+//! last ticket lifetime (plus the next one, for clock skew). See docs/CLUSTER.md for the
+//! forward-secrecy trade-off (whoever holds the root secret can derive every epoch's key).
+//!
 //! Ticket format is BoringSSL's classic one (RFC 5077 layout): 16-byte key name, AES-128-CBC,
 //! HMAC-SHA256. Reads are lock-free (`ArcSwap`), so a handshake never waits for a rotation.
 
+use crate::secret::ClusterSecret;
 use arc_swap::ArcSwap;
 use boring::hash::MessageDigest;
 use boring::hmac::HmacCtxRef;
@@ -16,7 +23,7 @@ use boring::ssl::{SslRef, TicketKeyCallbackResult};
 use boring::symm::{Cipher, CipherCtxRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// One ticket key.
 #[derive(Clone)]
@@ -40,6 +47,27 @@ impl std::fmt::Debug for TicketKey {
 }
 
 impl TicketKey {
+    /// The key every node derives from `secret` for `epoch`: name = secret id, epoch, 4-byte tag.
+    pub fn derived(secret: &ClusterSecret, epoch: u64) -> Self {
+        let e = epoch.to_be_bytes();
+        let mut name = [0u8; 16];
+        name[..4].copy_from_slice(&secret.id());
+        name[4..12].copy_from_slice(&e);
+        secret.derive(&[b"ticket-name", &e], &mut name[12..]);
+        let mut material = [0u8; 48];
+        secret.derive(&[b"ticket-key", &e], &mut material);
+        let mut aes = [0u8; 16];
+        let mut hmac = [0u8; 32];
+        aes.copy_from_slice(&material[..16]);
+        hmac.copy_from_slice(&material[16..]);
+        Self {
+            name,
+            aes,
+            hmac,
+            retired_at: None,
+        }
+    }
+
     /// A fresh random key.
     pub fn generate() -> Self {
         Self {
@@ -71,6 +99,7 @@ pub struct TicketStats {
 pub struct TicketKeyRing {
     keys: ArcSwap<Vec<TicketKey>>,
     lifetime: parking_lot::Mutex<Duration>,
+    derived: parking_lot::Mutex<Option<Derived>>,
     /// Counters.
     pub stats: TicketStats,
 }
@@ -81,8 +110,63 @@ impl TicketKeyRing {
         Self {
             keys: ArcSwap::from_pointee(vec![TicketKey::generate()]),
             lifetime: parking_lot::Mutex::new(lifetime),
+            derived: parking_lot::Mutex::new(None),
             stats: TicketStats::default(),
         }
+    }
+
+    /// Switches to cluster-derived keys: from now on the keys are HKDF(secret, epoch), the first
+    /// secret encrypting, every secret decrypting. `rotation` is the epoch length.
+    pub fn use_cluster_secrets(&self, secrets: Vec<Arc<ClusterSecret>>, rotation: Duration) {
+        *self.derived.lock() = Some(Derived {
+            secrets,
+            rotation: rotation.max(Duration::from_secs(1)),
+            epoch: None,
+        });
+        self.refresh_derived(SystemTime::now());
+    }
+
+    /// Whether keys come from the cluster secret.
+    pub fn is_derived(&self) -> bool {
+        self.derived.lock().is_some()
+    }
+
+    /// Changes the epoch length of derived keys (on reload).
+    pub fn set_rotation(&self, rotation: Duration) {
+        if let Some(d) = self.derived.lock().as_mut() {
+            d.rotation = rotation.max(Duration::from_secs(1));
+            d.epoch = None;
+        }
+    }
+
+    /// How long until derived keys change (the next epoch boundary); None for local keys.
+    pub fn next_change(&self) -> Option<Duration> {
+        let derived = self.derived.lock();
+        let d = derived.as_ref()?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let period = d.rotation.as_nanos().max(1);
+        let into = now.as_nanos() % period;
+        Some(Duration::from_nanos((period - into) as u64) + Duration::from_millis(5))
+    }
+
+    /// Recomputes the derived key set for the epoch of `now` (no-op when it is unchanged).
+    fn refresh_derived(&self, now: SystemTime) {
+        let lifetime = *self.lifetime.lock();
+        let mut guard = self.derived.lock();
+        let Some(d) = guard.as_mut() else { return };
+        let secs = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let epoch = secs / d.rotation.as_secs().max(1);
+        if d.epoch == Some(epoch) {
+            return;
+        }
+        let keys = derived_keys(&d.secrets, epoch, d.rotation, lifetime);
+        if d.epoch.is_some() {
+            self.stats.rotations.fetch_add(1, Ordering::Relaxed);
+        }
+        d.epoch = Some(epoch);
+        self.keys.store(Arc::new(keys));
     }
 
     /// Changes the ticket lifetime (on reload); takes effect at the next rotation or purge.
@@ -93,7 +177,11 @@ impl TicketKeyRing {
     /// Makes a new key current, retires the old one, and erases keys retired longer than the
     /// lifetime ago.
     pub fn rotate(&self) {
-        self.rotate_at(Instant::now());
+        if self.is_derived() {
+            self.refresh_derived(SystemTime::now());
+        } else {
+            self.rotate_at(Instant::now());
+        }
     }
 
     fn rotate_at(&self, now: Instant) {
@@ -110,6 +198,10 @@ impl TicketKeyRing {
 
     /// Erases retired keys older than the lifetime without making a new key.
     pub fn purge(&self) {
+        if self.is_derived() {
+            self.refresh_derived(SystemTime::now());
+            return;
+        }
         let lifetime = *self.lifetime.lock();
         let now = Instant::now();
         let keys = self.keys.load();
@@ -177,8 +269,30 @@ impl TicketKeyRing {
     }
 }
 
+/// Cluster-derived key mode.
+#[derive(Debug)]
+struct Derived {
+    secrets: Vec<Arc<ClusterSecret>>,
+    rotation: Duration,
+    epoch: Option<u64>,
+}
+
+/// The keys of a derived ring at `epoch`: the first secret's current key first (it encrypts), then
+/// the next epoch (a node whose clock runs ahead) and the epochs a ticket can still live in; then
+/// the same epochs under the other secrets (decrypt only, during a root-secret rotation).
+fn derived_keys(secrets: &[Arc<ClusterSecret>], epoch: u64, rotation: Duration, lifetime: Duration) -> Vec<TicketKey> {
+    let back = lifetime.as_secs().div_ceil(rotation.as_secs().max(1));
+    let mut epochs = vec![epoch, epoch + 1];
+    epochs.extend((1..=back).filter_map(|k| epoch.checked_sub(k)));
+    let mut keys = Vec::with_capacity(secrets.len() * epochs.len());
+    for secret in secrets {
+        keys.extend(epochs.iter().map(|&e| TicketKey::derived(secret, e)));
+    }
+    keys
+}
+
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::secret::hex(bytes)
 }
 
 #[cfg(test)]
@@ -202,6 +316,57 @@ mod tests {
             "key retired 11 s ago with a 10 s lifetime must be gone"
         );
         assert_eq!(names.len(), 3);
+    }
+
+    fn secret(byte: u8) -> Arc<ClusterSecret> {
+        Arc::new(ClusterSecret::from_material(&[byte; 32], "test").unwrap())
+    }
+
+    #[test]
+    fn nodes_with_the_same_secret_derive_the_same_keys() {
+        let a = TicketKeyRing::new(Duration::from_secs(7200));
+        let b = TicketKeyRing::new(Duration::from_secs(7200));
+        a.use_cluster_secrets(vec![secret(1)], Duration::from_secs(3600));
+        b.use_cluster_secrets(vec![secret(1)], Duration::from_secs(3600));
+        assert_eq!(a.key_names(), b.key_names());
+        // current, next, and two epochs back for a 2 h lifetime at 1 h epochs
+        assert_eq!(a.key_names().len(), 4);
+        let c = TicketKeyRing::new(Duration::from_secs(7200));
+        c.use_cluster_secrets(vec![secret(2)], Duration::from_secs(3600));
+        assert!(
+            c.key_names().iter().all(|n| !a.key_names().contains(n)),
+            "other secret, other keys"
+        );
+    }
+
+    #[test]
+    fn epochs_roll_over_and_old_ones_age_out() {
+        let ring = TicketKeyRing::new(Duration::from_secs(20));
+        ring.use_cluster_secrets(vec![secret(3)], Duration::from_secs(10));
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        ring.refresh_derived(t0);
+        let first = ring.key_names()[0];
+        ring.refresh_derived(t0 + Duration::from_secs(10));
+        let names = ring.key_names();
+        assert_ne!(names[0], first, "a new epoch encrypts under a new key");
+        assert!(names.contains(&first), "the previous epoch still decrypts");
+        ring.refresh_derived(t0 + Duration::from_secs(40));
+        assert!(!ring.key_names().contains(&first), "gone after the lifetime");
+        assert!(ring.stats.rotations.load(Ordering::Relaxed) >= 2);
+    }
+
+    #[test]
+    fn a_previous_secret_only_decrypts() {
+        let ring = TicketKeyRing::new(Duration::from_secs(3600));
+        ring.use_cluster_secrets(vec![secret(5), secret(6)], Duration::from_secs(3600));
+        let old = TicketKeyRing::new(Duration::from_secs(3600));
+        old.use_cluster_secrets(vec![secret(6)], Duration::from_secs(3600));
+        let names = ring.key_names();
+        assert_ne!(names[0], old.key_names()[0], "the new secret encrypts");
+        assert!(
+            names.contains(&old.key_names()[0]),
+            "tickets of the old secret still decrypt"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tlsgate_config::Severity;
-use tlsgate_tls::lint::{lint_config, TrustAnchors};
+use tlsgate_tls::lint::{flight_report, lint_config, TrustAnchors};
 
 pub fn run(path: &Path, ca: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let shown = path.display();
@@ -43,8 +43,13 @@ pub fn run(path: &Path, ca: &[PathBuf]) -> anyhow::Result<ExitCode> {
             issues.push(issue);
         }
     }
+    let (flight_info, flight_warnings) = flight_report(&config);
+    issues.extend(flight_warnings);
     let errors = issues.iter().filter(|i| i.severity == Severity::Error).count();
     let warnings = issues.len() - errors;
+    for line in &flight_info {
+        println!("{shown}: info: {line}");
+    }
     for issue in &issues {
         println!("{shown}: {issue}");
     }

@@ -1,11 +1,13 @@
-//! The `tlsgate` command: `serve`, `check`, `reload`, `bench`.
+//! The `tlsgate` command: `serve`, `check`, `reload`, `bench`, `probe`.
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
 mod check;
+mod cluster_setup;
 mod demo;
 mod keyserver_cmd;
 mod logging;
+mod probe_cmd;
 mod reload;
 mod serve;
 
@@ -46,6 +48,10 @@ enum Command {
     /// HTTPS load generator (wrk-like) on the same BoringSSL stack: keep-alive, --new-conn,
     /// --handshake-only, --hold; resumption switches; latency percentiles; --json summary.
     Bench(Box<bench_cmd::BenchArgs>),
+    /// Connect N times (like `openssl s_client -reconnect`) and report each handshake: version,
+    /// cipher, group, certificate, ALPN, OCSP staple, HSTS, resumption and how, 0-RTT, timings;
+    /// --expect-* flags make it exit non-zero when they fail.
+    Probe(Box<probe_cmd::ProbeArgs>),
     /// Run a key server for keyless TLS: holds private keys, signs for gateways over mutual TLS.
     Keyserver(keyserver_cmd::KeyServerArgs),
 }
@@ -58,6 +64,7 @@ fn main() -> ExitCode {
         Command::Check { config, ca } => check::run(&config, &ca),
         Command::Reload { config, admin } => reload::run(config.as_deref(), admin),
         Command::Bench(args) => bench_cmd::run(&args),
+        Command::Probe(args) => probe_cmd::run(&args),
         Command::Keyserver(args) => keyserver_cmd::run(&args),
     };
     match result {

@@ -60,6 +60,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
 
+    // The control loop's runtime owns the cluster store's background tasks (writes, probe).
+    let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let cluster = {
+        let _runtime = control.enter();
+        crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?
+    };
+
     let workers = match config.server.workers {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
@@ -68,11 +75,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> = (0..workers).map(|_| Vec::new()).collect();
     for l in &config.listeners {
         for sockets in per_worker.iter_mut() {
-            let socket =
-                listener::bind(l.listen, l.backlog).with_context(|| format!("cannot listen on {}", l.listen))?;
+            let socket = listener::bind_listener(l).with_context(|| format!("cannot listen on {}", l.listen))?;
             sockets.push((socket, l.clone()));
         }
     }
+    listener::warn_if_tfo_disabled(&config.listeners);
     let admin = match config.admin.listen {
         Some(addr) => {
             let l =
@@ -102,8 +109,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{banner}");
     }
 
-    let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    control.block_on(control_loop(gateway.clone(), metrics, path, admin));
+    control.block_on(control_loop(gateway.clone(), metrics, path, admin, cluster));
     for t in threads {
         let _ = t.join();
     }
@@ -139,6 +145,7 @@ fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerCo
 
 struct Control {
     gateway: Arc<Gateway>,
+    cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
     metrics: Arc<Metrics>,
     path: PathBuf,
     reload_lock: tokio::sync::Mutex<()>,
@@ -169,6 +176,9 @@ impl Control {
         if listeners_differ(&old.config, &loaded.config) {
             tracing::warn!("listener or admin changes take effect only after a restart; the running sockets are kept");
         }
+        if format!("{:?}", old.config.cluster) != format!("{:?}", loaded.config.cluster) {
+            tracing::warn!("[cluster] changes (secrets, store) take effect only after a restart");
+        }
         let id = self.gateway.install(loaded.config)?;
         Ok(format!(
             "configuration reloaded from {} (generation {id})",
@@ -181,7 +191,7 @@ fn listeners_differ(a: &Config, b: &Config) -> bool {
     let key = |c: &Config| {
         c.listeners
             .iter()
-            .map(|l| (l.listen, l.kind, l.backlog))
+            .map(|l| (l.listen, l.kind, l.backlog, l.tcp_fastopen))
             .collect::<Vec<_>>()
     };
     key(a) != key(b) || a.admin.listen != b.admin.listen || a.server.workers != b.server.workers
@@ -210,6 +220,39 @@ impl AdminHooks for Hooks {
         );
         m.set_gauge("tickets_unknown_key_total", tickets.stats.unknown_key.load(Relaxed));
         m.set_gauge("config_generation", gw.current().id);
+        m.set_gauge("session_cache_remote_hits_total", cache.stats.remote_hits.load(Relaxed));
+        m.set_gauge(
+            "session_cache_remote_misses_total",
+            cache.stats.remote_misses.load(Relaxed),
+        );
+        let ed = &gw.sessions.early_data.stats;
+        m.set_gauge("early_data_offered_total", ed.offered.load(Relaxed));
+        m.set_gauge("early_data_claimed_total", ed.claimed.load(Relaxed));
+        m.set_gauge("early_data_refused_replay_total", ed.refused_replay.load(Relaxed));
+        m.set_gauge(
+            "early_data_refused_unavailable_total",
+            ed.refused_unavailable.load(Relaxed),
+        );
+        m.set_gauge("early_data_accepted_total", ed.accepted.load(Relaxed));
+        m.set_gauge("early_data_requests_served_total", ed.requests_served.load(Relaxed));
+        m.set_gauge(
+            "early_data_requests_too_early_total",
+            ed.requests_too_early.load(Relaxed),
+        );
+        if let Some(store) = &self.0.cluster {
+            crate::cluster_setup::export_metrics(store, m);
+        }
+        let cc = &tlsgate_tls::cert_compression::STATS;
+        m.set_gauge(
+            "cert_compression_brotli_handshakes_total",
+            cc.brotli_handshakes.load(Relaxed),
+        );
+        m.set_gauge(
+            "cert_compression_zlib_handshakes_total",
+            cc.zlib_handshakes.load(Relaxed),
+        );
+        m.set_gauge("cert_compression_bytes_saved_total", cc.bytes_saved.load(Relaxed));
+        m.set_gauge("cert_compressions_computed_total", cc.computed.load(Relaxed));
         tlsgate_proxy::stapling::export_metrics(gw);
     }
 
@@ -224,9 +267,11 @@ async fn control_loop(
     metrics: Arc<Metrics>,
     path: PathBuf,
     admin: Option<std::net::TcpListener>,
+    cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
 ) {
     let control = Arc::new(Control {
         gateway: gateway.clone(),
+        cluster,
         metrics: metrics.clone(),
         path,
         reload_lock: Default::default(),
@@ -289,6 +334,12 @@ async fn control_loop(
 async fn rotate_ticket_keys(gateway: Arc<Gateway>) {
     let mut last = Instant::now();
     loop {
+        if let Some(next) = gateway.sessions.tickets.next_change() {
+            // Cluster-derived keys: recompute at each epoch boundary (every node at once).
+            tokio::time::sleep(next.min(Duration::from_secs(5))).await;
+            gateway.sessions.tickets.rotate();
+            continue;
+        }
         let rotation = gateway.current().config.tls.tickets.rotation.get();
         let wait = rotation.saturating_sub(last.elapsed()).min(Duration::from_secs(5));
         tokio::time::sleep(wait).await;

@@ -3,35 +3,12 @@
 
 mod common;
 
+use common::bench;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Runs `tlsgate bench ARGS URL --json F`; returns (exit code, stdout, summary).
-fn bench(f: &common::Fixture, args: &[&str]) -> (i32, String, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("summary.json");
-    let url = format!("https://127.0.0.1:{}/hello", f.https);
-    let out = Command::new(common::binary())
-        .arg("bench")
-        .args(args)
-        .args(["--timeout", "10s", "--json", json.to_str().unwrap(), &url])
-        .output()
-        .expect("run tlsgate bench");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
-        panic!(
-            "no JSON summary; stdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (
-        out.status.code().unwrap_or(-1),
-        stdout,
-        serde_json::from_str(&text).unwrap(),
-    )
-}
 
 fn n(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v:#}"))

@@ -313,3 +313,86 @@ fn rsa_key_exchange_ciphers_are_errors() {
     assert!(!line.contains("ECDHE-ECDSA"), "only the bad suite is named: {line}");
     assert!(out.stdout.contains("1 error(s)"), "{}", out.all());
 }
+
+/// The `info:` line of the flight-size report for `field`, parsed: (chain bytes as sent, first flight).
+fn flight_line<'a>(out: &'a Output, field: &str) -> &'a str {
+    finding(out, &["info: ", field, "bytes as sent", "first flight"])
+}
+
+#[test]
+fn the_flight_size_is_reported_and_a_first_flight_over_initcwnd_warns() {
+    let pki = TestPki::new();
+    // A small chain: leaf + intermediate, well inside 10 x 1460 bytes.
+    let inter = intermediate(&pki, "tlsgate test intermediate");
+    let leaf = leaf_of(&inter);
+    let (chain, key) = pki.write_pair("small", &format!("{}{}", leaf.cert_pem, inter.cert_pem), &leaf.key_pem);
+    let (out, _) = check(&pki, &one_cert(&chain, &key, "", ""), Some(&pki.ca_file()));
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    let line = flight_line(&out, "site[0].certificate[0].chain");
+    assert!(line.contains("2 certificate(s)"), "{line}");
+    assert!(line.contains("of 14600 (initcwnd 10 x MSS 1460)"), "{line}");
+    assert!(
+        line.contains("brotli") && line.contains("zlib"),
+        "compression sizes: {line}"
+    );
+    // The reported size is the DER sum plus TLS framing: more than the DER, by a few dozen bytes.
+    let der: usize = [&leaf.cert_pem, &inter.cert_pem].iter().map(|p| der_len(p)).sum();
+    let as_sent: usize = number_before(line, " bytes as sent");
+    assert!(
+        as_sent > der && as_sent < der + 64,
+        "as sent {as_sent}, DER {der}: {line}"
+    );
+    assert!(out.stdout.contains("0 error(s), 0 warning(s)"), "{}", out.all());
+
+    // A leaf with 600 long names is ~20 KB: over the initial window, a warning (not an error).
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("host-{i:04}.a-rather-long-subdomain.example.com"))
+        .collect();
+    let mut all: Vec<&str> = NAMES.to_vec();
+    all.extend(names.iter().map(String::as_str));
+    let big = Certified::issue(&CertSpec::leaf(&all, KeyKind::EcdsaP256, 365), Some(&pki.ca)).expect("big leaf");
+    let (chain, key) = pki.write_pair("big", &big.cert_pem, &big.key_pem);
+    let (out, config) = check(&pki, &one_cert(&chain, &key, "", ""), Some(&pki.ca_file()));
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    let warning = finding(
+        &out,
+        &[
+            s(&config),
+            "warning: site[0].certificate[0].chain",
+            s(&chain),
+            "more than initcwnd 10 x MSS 1460 = 14600",
+        ],
+    );
+    // The names compress very well: with brotli the flight fits again.
+    assert!(
+        warning.contains("with brotli: clients offering certificate compression fit"),
+        "{warning}"
+    );
+    let line = flight_line(&out, "site[0].certificate[0].chain");
+    let as_sent = number_before(line, " bytes as sent");
+    assert!(as_sent > 14_600, "{line}");
+
+    // With compression off, the report says so.
+    let (out, _) = check(
+        &pki,
+        &one_cert(&chain, &key, "[tls]\ncert_compression = false\n", ""),
+        Some(&pki.ca_file()),
+    );
+    let line = flight_line(&out, "site[0].certificate[0].chain");
+    assert!(line.contains("certificate compression off"), "{line}");
+    finding(&out, &["warning: site[0].certificate[0].chain", "more than initcwnd"]);
+}
+
+/// DER length of a one-certificate PEM.
+fn der_len(pem: &str) -> usize {
+    let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let pad = b64.bytes().rev().take_while(|&c| c == b'=').count();
+    b64.len() / 4 * 3 - pad
+}
+
+/// The integer right before `suffix` in `line`.
+fn number_before(line: &str, suffix: &str) -> usize {
+    let head = &line[..line.find(suffix).unwrap_or_else(|| panic!("no {suffix:?} in {line}"))];
+    let digits: String = head.chars().rev().take_while(char::is_ascii_digit).collect();
+    digits.chars().rev().collect::<String>().parse().unwrap()
+}

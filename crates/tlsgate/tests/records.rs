@@ -114,7 +114,12 @@ fn records_start_at_one_segment_and_grow_to_full_size() {
         "records must grow to full size, largest was {largest}: {:?}",
         &records[..records.len().min(60)]
     );
-    assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"segment\""]) >= 1.0);
+    assert!(
+        f.gw.metric(
+            "tlsgate_tls_record_writes_total",
+            &["site=\"main\"", "phase=\"segment\""]
+        ) >= 1.0
+    );
     assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"full\""]) >= 1.0);
 }
 

@@ -43,6 +43,23 @@ pub fn cipher_suites(raw: &[u8]) -> Vec<u16> {
     raw.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()
 }
 
+/// The first PSK identity of a `pre_shared_key` extension (RFC 8446 §4.2.11): for tlsgate's own
+/// tickets, the ticket itself. None when the extension is malformed.
+///
+/// ```text
+/// struct { opaque identity<1..2^16-1>; uint32 obfuscated_ticket_age; } PskIdentity;
+/// struct { PskIdentity identities<7..2^16-1>; PskBinderEntry binders<33..2^16-1>; } OfferedPsks;
+/// ```
+pub fn first_psk_identity(ext: &[u8]) -> Option<&[u8]> {
+    let list_len = usize::from(u16::from_be_bytes([*ext.first()?, *ext.get(1)?]));
+    let list = ext.get(2..2 + list_len)?;
+    let id_len = usize::from(u16::from_be_bytes([*list.first()?, *list.get(1)?]));
+    if id_len == 0 || list.len() < 2 + id_len + 4 {
+        return None;
+    }
+    list.get(2..2 + id_len)
+}
+
 /// The facts certificate selection needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientCapabilities {
@@ -85,6 +102,21 @@ impl ClientCapabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn psk_identity_is_read_and_malformed_input_refused() {
+        // identities: len 9 = [id len 3, "abc", age 4 bytes]; then binders (ignored)
+        let ext = [0, 9, 0, 3, b'a', b'b', b'c', 0, 0, 0, 1, 0, 33];
+        assert_eq!(first_psk_identity(&ext), Some(&b"abc"[..]));
+        assert_eq!(first_psk_identity(&ext[..5]), None, "truncated");
+        assert_eq!(first_psk_identity(&[0, 6, 0, 0, 0, 0, 0, 0]), None, "empty identity");
+        assert_eq!(
+            first_psk_identity(&[0, 7, 0, 9, 1, 2, 3, 4, 5]),
+            None,
+            "identity longer than list"
+        );
+        assert_eq!(first_psk_identity(&[]), None);
+    }
 
     #[test]
     fn parses_sigalgs() {

@@ -53,17 +53,7 @@ impl Fixture {
 
     /// `openssl s_client` against the gateway with extra args; sends `stdin` then holds it open.
     pub fn s_client(&self, args: &[&str], stdin: &str) -> tlsgate_testkit::Output {
-        let connect = self.connect();
-        let ca = self.pki.ca_file();
-        let mut all = vec!["s_client", "-connect", &connect, "-CAfile", ca.to_str().unwrap()];
-        all.extend_from_slice(args);
-        tlsgate_testkit::run(
-            "openssl",
-            &all,
-            stdin.as_bytes(),
-            Duration::from_millis(700),
-            Duration::from_secs(15),
-        )
+        s_client_at(&self.connect(), &self.pki.ca_file(), args, stdin)
     }
 
     /// curl against the gateway (`-sS`, the test CA, the URL path appended to https://localhost:PORT).
@@ -367,4 +357,44 @@ impl Drop for TlsSession {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `openssl s_client -connect CONNECT -CAfile CA ARGS…`; sends `stdin`, then holds the connection
+/// open for 700 ms so responses and TLS 1.3 tickets arrive.
+pub fn s_client_at(connect: &str, ca: &Path, args: &[&str], stdin: &str) -> tlsgate_testkit::Output {
+    let mut all = vec!["s_client", "-connect", connect, "-CAfile", ca.to_str().unwrap()];
+    all.extend_from_slice(args);
+    tlsgate_testkit::run(
+        "openssl",
+        &all,
+        stdin.as_bytes(),
+        Duration::from_millis(700),
+        Duration::from_secs(15),
+    )
+}
+
+/// Runs `tlsgate bench ARGS https://127.0.0.1:PORT/hello --json F` against `f`; returns (exit
+/// code, stdout, the JSON summary).
+pub fn bench(f: &Fixture, args: &[&str]) -> (i32, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("summary.json");
+    let url = format!("https://127.0.0.1:{}/hello", f.https);
+    let out = std::process::Command::new(binary())
+        .arg("bench")
+        .args(args)
+        .args(["--timeout", "10s", "--json", json.to_str().unwrap(), &url])
+        .output()
+        .expect("run tlsgate bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no JSON summary; stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        out.status.code().unwrap_or(-1),
+        stdout,
+        serde_json::from_str(&text).unwrap(),
+    )
 }

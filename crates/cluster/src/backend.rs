@@ -1,0 +1,31 @@
+//! The store operations tlsgate needs, whatever the store.
+
+use futures_util::future::BoxFuture;
+use std::time::Duration;
+
+/// A store failure (connection refused or lost, protocol error). Timeouts are applied by the caller.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+impl StoreError {
+    /// From any displayable error.
+    pub fn from_display(e: impl std::fmt::Display) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// Get, set with TTL, add-if-absent with TTL, ping. Futures are `'static` so they can be polled
+/// inside a handshake on any worker runtime.
+pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
+    /// Reads a value.
+    fn get(&self, key: String) -> BoxFuture<'static, Result<Option<Vec<u8>>, StoreError>>;
+    /// Writes a value that expires after `ttl`.
+    fn set(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<(), StoreError>>;
+    /// Writes a value only if the key is absent (atomically); true if it was written.
+    fn add(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<bool, StoreError>>;
+    /// Checks the store answers (and reconnects if needed).
+    fn ping(&self) -> BoxFuture<'static, Result<(), StoreError>>;
+    /// A name for logs and metrics: `redis` or `memcached`.
+    fn kind(&self) -> &'static str;
+}

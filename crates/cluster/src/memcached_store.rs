@@ -1,0 +1,206 @@
+//! Memcached as the shared store (text protocol through `async-memcached`).
+//!
+//! A key always goes to the same server (hash of the key modulo the server list). Each worker
+//! thread keeps its own few connections per server, opened and used on its own event loop (no
+//! hop to another thread inside a handshake); each connection serves one operation at a time.
+//! Outside the workers (the breaker's probe) a shared set on the control loop is used. A
+//! connection that fails, or whose operation was abandoned at a timeout, is dropped and reopened
+//! by the next operation.
+
+use crate::backend::{Backend, StoreError};
+use async_memcached::{AsciiProtocol, Client};
+use futures_util::future::BoxFuture;
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+type Slot = Arc<Mutex<Option<Client>>>;
+
+struct Server {
+    dsn: String,
+    slots: Vec<Slot>,
+    next: AtomicUsize,
+}
+
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// (store id, server index) and this thread's connections to that server.
+type ThreadSlots = Vec<((u64, usize), Vec<Slot>)>;
+
+thread_local! {
+    static THREAD_SLOTS: RefCell<ThreadSlots> = const { RefCell::new(Vec::new()) };
+}
+
+struct Inner {
+    id: u64,
+    per_thread: usize,
+    servers: Vec<Server>,
+    connect_timeout: Duration,
+    handle: tokio::runtime::Handle,
+}
+
+/// A set of memcached servers.
+#[derive(Clone)]
+pub struct MemcachedStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for MemcachedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dsns: Vec<&str> = self.inner.servers.iter().map(|s| s.dsn.as_str()).collect();
+        f.debug_struct("MemcachedStore").field("servers", &dsns).finish()
+    }
+}
+
+/// Memcached's largest relative TTL (longer values are read as a unix time).
+const MAX_RELATIVE_TTL: u64 = 30 * 24 * 3600;
+
+impl MemcachedStore {
+    /// Prepares `connections` lazily opened connections per server (must run inside a runtime).
+    pub fn new(servers: &[String], connections: usize, connect_timeout: Duration) -> Self {
+        let servers = servers
+            .iter()
+            .map(|s| Server {
+                dsn: format!("tcp://{s}"),
+                slots: (0..connections.max(1)).map(|_| Slot::default()).collect(),
+                next: AtomicUsize::new(0),
+            })
+            .collect();
+        Self {
+            inner: Arc::new(Inner {
+                id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                per_thread: connections.max(1),
+                servers,
+                connect_timeout,
+                handle: tokio::runtime::Handle::current(),
+            }),
+        }
+    }
+
+    fn server_for(&self, key: &str) -> usize {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        (h.finish() % self.inner.servers.len() as u64) as usize
+    }
+
+    /// A connection slot to `server` for the calling thread: one of this worker thread's own
+    /// (round robin), or None off a worker loop.
+    fn thread_slot(&self, server: usize) -> Option<Slot> {
+        let on_own_loop = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() != self.inner.handle.id());
+        if !on_own_loop {
+            return None;
+        }
+        let next = self.inner.servers[server].next.fetch_add(1, Ordering::Relaxed);
+        THREAD_SLOTS.with(|all| {
+            let mut all = all.borrow_mut();
+            let key = (self.inner.id, server);
+            let i = match all.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    all.push((key, (0..self.inner.per_thread).map(|_| Slot::default()).collect()));
+                    all.len() - 1
+                }
+            };
+            let slots = &all[i].1;
+            // A free connection if there is one, else the next in turn.
+            let free = slots.iter().find(|s| s.try_lock().is_ok());
+            Some(free.unwrap_or(&slots[next % slots.len()]).clone())
+        })
+    }
+
+    /// Runs `op` on a connection to `server`: inline on a worker's own connection, or spawned on
+    /// the store's runtime with a shared one.
+    fn with_conn<T, F>(&self, server: usize, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut Client) -> BoxFuture<'c, Result<T, async_memcached::Error>> + Send + 'static,
+    {
+        let dsn = self.inner.servers[server].dsn.clone();
+        let connect_timeout = self.inner.connect_timeout;
+        if let Some(slot) = self.thread_slot(server) {
+            return Box::pin(run_on(slot, dsn, connect_timeout, op));
+        }
+        let srv = &self.inner.servers[server];
+        let slot = srv.slots[srv.next.fetch_add(1, Ordering::Relaxed) % srv.slots.len()].clone();
+        let task = self.inner.handle.spawn(run_on(slot, dsn, connect_timeout, op));
+        Box::pin(async move {
+            // If the caller gives up (timeout), the task still finishes or fails on its own, and an
+            // operation cut short marks its connection closed for the next user.
+            task.await.map_err(|e| StoreError(format!("memcached: {e}")))?
+        })
+    }
+}
+
+/// Runs `op` on the connection in `slot`, (re)connecting first if it is missing or closed.
+async fn run_on<T, F>(slot: Slot, dsn: String, connect_timeout: Duration, op: F) -> Result<T, StoreError>
+where
+    F: for<'c> FnOnce(&'c mut Client) -> BoxFuture<'c, Result<T, async_memcached::Error>>,
+{
+    let mut guard = slot.lock().await;
+    if guard.as_ref().is_none_or(Client::is_closed) {
+        let client = tokio::time::timeout(connect_timeout, Client::new(&dsn))
+            .await
+            .map_err(|_| StoreError(format!("memcached {dsn}: connect timed out")))?
+            .map_err(|e| StoreError(format!("memcached {dsn}: {e}")))?;
+        *guard = Some(client);
+    }
+    let client = guard.as_mut().expect("just connected");
+    op(client).await.map_err(|e| {
+        if !matches!(e, async_memcached::Error::Protocol(_)) {
+            *guard = None;
+        }
+        StoreError(format!("memcached {dsn}: {e}"))
+    })
+}
+
+fn ttl_secs(ttl: Duration) -> i64 {
+    ttl.as_secs().clamp(1, MAX_RELATIVE_TTL) as i64
+}
+
+impl Backend for MemcachedStore {
+    fn get(&self, key: String) -> BoxFuture<'static, Result<Option<Vec<u8>>, StoreError>> {
+        let server = self.server_for(&key);
+        self.with_conn(server, move |c| {
+            Box::pin(async move { Ok(c.get(&key).await?.and_then(|v| v.data)) })
+        })
+    }
+
+    fn set(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<(), StoreError>> {
+        let server = self.server_for(&key);
+        self.with_conn(server, move |c| {
+            Box::pin(async move { c.set(&key, value.as_slice(), Some(ttl_secs(ttl)), None).await })
+        })
+    }
+
+    fn add(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<bool, StoreError>> {
+        let server = self.server_for(&key);
+        self.with_conn(server, move |c| {
+            Box::pin(async move {
+                match c.add(&key, value.as_slice(), Some(ttl_secs(ttl)), None).await {
+                    Ok(()) => Ok(true),
+                    Err(async_memcached::Error::Protocol(async_memcached::Status::NotStored)) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+        })
+    }
+
+    fn ping(&self) -> BoxFuture<'static, Result<(), StoreError>> {
+        let pings: Vec<_> = (0..self.inner.servers.len())
+            .map(|i| self.with_conn(i, |c| Box::pin(async move { c.version().await.map(|_| ()) })))
+            .collect();
+        Box::pin(async move {
+            for p in pings {
+                p.await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "memcached"
+    }
+}

@@ -1,0 +1,254 @@
+//! Redis as the shared store: a single server, masters found through Sentinel, or Redis Cluster,
+//! all through the `redis` crate's multiplexed async connections.
+//!
+//! Each worker thread gets its own multiplexed connection, opened on its own event loop, so a
+//! lookup never hops to another thread (the control loop's connection serves the probe, and the
+//! workers until theirs is up). Redis pipelines the requests of all of a thread's handshakes on
+//! it. A connection that breaks is dropped and re-established in the background; until then
+//! operations fail fast, which the circuit breaker turns into "do not ask" after a few failures.
+
+use crate::backend::{Backend, StoreError};
+use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisError};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tlsgate_config::RedisMode;
+
+/// How to (re)connect.
+enum Target {
+    Single(redis::Client),
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    Cluster(ClusterClient),
+}
+
+#[derive(Clone)]
+enum Conn {
+    Plain(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+/// Identifies a store instance in thread-local slots.
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A worker thread's own connection to one store.
+#[derive(Default)]
+struct ThreadSlot {
+    conn: Option<Conn>,
+    connecting: bool,
+}
+
+thread_local! {
+    static THREAD_CONNS: RefCell<Vec<(u64, ThreadSlot)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_slot<R>(store: u64, f: impl FnOnce(&mut ThreadSlot) -> R) -> R {
+    THREAD_CONNS.with(|slots| {
+        let mut slots = slots.borrow_mut();
+        let i = match slots.iter().position(|(id, _)| *id == store) {
+            Some(i) => i,
+            None => {
+                slots.push((store, ThreadSlot::default()));
+                slots.len() - 1
+            }
+        };
+        f(&mut slots[i].1)
+    })
+}
+
+struct Inner {
+    id: u64,
+    mode: RedisMode,
+    target: Target,
+    conn: Mutex<Option<Conn>>,
+    connecting: AtomicBool,
+    io_timeout: Duration,
+    /// The runtime that owns the connection's driver task (the control loop's).
+    handle: tokio::runtime::Handle,
+}
+
+/// A Redis deployment.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("mode", &self.inner.mode)
+            .field("connected", &self.inner.conn.lock().is_some())
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Prepares the client (no connection yet: the first ping connects). Must run inside the
+    /// runtime that is to own the connection.
+    pub fn new(
+        mode: RedisMode,
+        servers: &[String],
+        sentinel_service: Option<&str>,
+        io_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let target = match mode {
+            RedisMode::Single => {
+                Target::Single(redis::Client::open(servers[0].as_str()).map_err(StoreError::from_display)?)
+            }
+            RedisMode::Sentinel => Target::Sentinel(tokio::sync::Mutex::new(
+                SentinelClient::build(
+                    servers.to_vec(),
+                    sentinel_service.unwrap_or_default().to_string(),
+                    None,
+                    SentinelServerType::Master,
+                )
+                .map_err(StoreError::from_display)?,
+            )),
+            RedisMode::Cluster => Target::Cluster(
+                ClusterClient::builder(servers.to_vec())
+                    .connection_timeout(io_timeout)
+                    .response_timeout(io_timeout)
+                    .retries(1)
+                    .build()
+                    .map_err(StoreError::from_display)?,
+            ),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                mode,
+                target,
+                conn: Mutex::new(None),
+                connecting: AtomicBool::new(false),
+                io_timeout,
+                handle: tokio::runtime::Handle::current(),
+            }),
+        })
+    }
+
+    async fn connect(inner: &Inner) -> Result<Conn, RedisError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(inner.io_timeout))
+            .set_response_timeout(Some(inner.io_timeout));
+        Ok(match &inner.target {
+            Target::Single(client) => Conn::Plain(client.get_multiplexed_async_connection_with_config(&config).await?),
+            Target::Sentinel(sentinel) => {
+                // Ask the sentinels for the current master on every reconnect (failover).
+                let client = sentinel.lock().await.async_get_client().await?;
+                Conn::Plain(client.get_multiplexed_async_connection_with_config(&config).await?)
+            }
+            Target::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+        })
+    }
+
+    /// The connection for this thread: its own once open (opened in the background on first use
+    /// from a worker's event loop), the control loop's until then, or an error at once.
+    fn conn(&self) -> Result<Conn, StoreError> {
+        let on_own_loop = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() != self.inner.handle.id());
+        if on_own_loop {
+            let own = with_slot(self.inner.id, |slot| {
+                if slot.conn.is_none() && !slot.connecting {
+                    slot.connecting = true;
+                    let inner = self.inner.clone();
+                    tokio::spawn(async move {
+                        let conn = Self::connect(&inner).await;
+                        with_slot(inner.id, |slot| {
+                            slot.connecting = false;
+                            match conn {
+                                Ok(c) => slot.conn = Some(c),
+                                Err(e) => tracing::debug!(error = %e, "redis: worker connection failed"),
+                            }
+                        });
+                    });
+                }
+                slot.conn.clone()
+            });
+            if let Some(c) = own {
+                return Ok(c);
+            }
+        }
+        if let Some(c) = self.inner.conn.lock().clone() {
+            return Ok(c);
+        }
+        if !self.inner.connecting.swap(true, Ordering::AcqRel) {
+            let inner = self.inner.clone();
+            self.inner.handle.spawn(async move {
+                match Self::connect(&inner).await {
+                    Ok(c) => *inner.conn.lock() = Some(c),
+                    Err(e) => tracing::debug!(error = %e, "redis reconnect failed"),
+                }
+                inner.connecting.store(false, Ordering::Release);
+            });
+        }
+        Err(StoreError("redis: not connected".into()))
+    }
+
+    fn run<T: FromRedisValue + Send + 'static>(&self, cmd: Cmd) -> BoxFuture<'static, Result<T, StoreError>> {
+        let conn = self.conn();
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let result = match conn? {
+                Conn::Plain(mut c) => cmd.query_async::<T>(&mut c).await,
+                Conn::Cluster(mut c) => cmd.query_async::<T>(&mut c).await,
+            };
+            result.map_err(|e| {
+                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || e.is_timeout() {
+                    // Drop it (this thread's and the shared one); the next operation or the
+                    // breaker's probe reconnects.
+                    with_slot(inner.id, |slot| slot.conn = None);
+                    *inner.conn.lock() = None;
+                }
+                StoreError(format!("redis: {e}"))
+            })
+        })
+    }
+}
+
+impl Backend for RedisStore {
+    fn get(&self, key: String) -> BoxFuture<'static, Result<Option<Vec<u8>>, StoreError>> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(key);
+        self.run::<Option<Vec<u8>>>(cmd)
+    }
+
+    fn set(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<(), StoreError>> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(value).arg("PX").arg(ttl.as_millis().max(1) as u64);
+        self.run::<()>(cmd)
+    }
+
+    fn add(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<bool, StoreError>> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key)
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64);
+        let fut = self.run::<Option<String>>(cmd);
+        Box::pin(async move { Ok(fut.await?.is_some()) })
+    }
+
+    fn ping(&self) -> BoxFuture<'static, Result<(), StoreError>> {
+        let inner = self.inner.clone();
+        let this = self.clone();
+        Box::pin(async move {
+            if inner.conn.lock().is_none() {
+                let c = Self::connect(&inner)
+                    .await
+                    .map_err(|e| StoreError(format!("redis: {e}")))?;
+                *inner.conn.lock() = Some(c);
+            }
+            this.run::<String>(redis::cmd("PING")).await.map(|_| ())
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}
