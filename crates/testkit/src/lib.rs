@@ -24,12 +24,22 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use tlsgate_tls::pki::{CertSpec, Certified, KeyKind};
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago, and never handed out before by this
+/// process (the kernel may give the same ephemeral port to two binds in a row, which made a
+/// gateway's HTTPS and admin ports collide).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind an ephemeral port");
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A throwaway CA with ECDSA and RSA leaves, as files in a temporary directory.
