@@ -57,11 +57,12 @@ impl hkdf::KeyType for Len {
 const SALT: &[u8] = b"tlsgate cluster secret v1";
 
 impl ClusterSecret {
-    /// A secret from raw key material; a file of hex digits (what `openssl rand -hex 32` writes)
-    /// is decoded first, anything else is used as bytes. Surrounding whitespace is ignored.
+    /// A secret from raw key material: a file of hex digits (what `openssl rand -hex 32` writes;
+    /// surrounding whitespace ignored) is decoded, anything else is used as bytes, untouched.
     pub fn from_material(raw: &[u8], origin: &str) -> Result<Self, SecretError> {
-        let trimmed = raw.trim_ascii();
-        let material = decode_hex(trimmed).unwrap_or_else(|| trimmed.to_vec());
+        // Hex text (what `openssl rand -hex 32` writes, newline included) is decoded; anything else
+        // is binary key material and used exactly as read.
+        let material = decode_hex(raw.trim_ascii()).unwrap_or_else(|| raw.to_vec());
         if material.len() < 32 {
             return Err(SecretError::TooShort {
                 path: origin.to_string(),
@@ -101,7 +102,7 @@ fn expand(prk: &hkdf::Prk, info: &[&[u8]], out: &mut [u8]) {
 }
 
 fn decode_hex(text: &[u8]) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.iter().all(u8::is_ascii_hexdigit) {
+    if text.is_empty() || !text.len().is_multiple_of(2) || !text.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
@@ -127,6 +128,9 @@ mod tests {
         assert_eq!(a.id(), b.id(), "whitespace is ignored");
         let raw = ClusterSecret::from_material(&[7u8; 40], "raw").unwrap();
         assert_ne!(raw.id(), a.id());
+        // Binary material that happens to start or end with whitespace bytes is kept whole.
+        let tabs = ClusterSecret::from_material(&[9u8; 32], "tabs").unwrap();
+        assert_ne!(tabs.id(), raw.id());
     }
 
     #[test]
