@@ -48,8 +48,8 @@ pub struct TcpWindow {
     pub mss: u32,
 }
 
-/// Reads the congestion window of a connected TCP socket; None if the kernel does not say.
-pub fn tcp_window(fd: std::os::fd::BorrowedFd<'_>) -> Option<TcpWindow> {
+/// `TCP_INFO` of a TCP socket and how many of its bytes the kernel filled; None on error.
+fn tcp_info(fd: std::os::fd::BorrowedFd<'_>) -> Option<(libc::tcp_info, usize)> {
     use std::os::fd::AsRawFd;
     let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -64,11 +64,17 @@ pub fn tcp_window(fd: std::os::fd::BorrowedFd<'_>) -> Option<TcpWindow> {
             &mut len,
         )
     };
-    if rc != 0 || (len as usize) < std::mem::size_of::<libc::tcp_info>() / 2 {
+    // SAFETY: zero-initialised and (partly) filled by the kernel; every field is a plain integer,
+    // so the unfilled tail stays a valid zero.
+    (rc == 0).then(|| (unsafe { info.assume_init() }, len as usize))
+}
+
+/// Reads the congestion window of a connected TCP socket; None if the kernel does not say.
+pub fn tcp_window(fd: std::os::fd::BorrowedFd<'_>) -> Option<TcpWindow> {
+    let (info, len) = tcp_info(fd)?;
+    if len < std::mem::size_of::<libc::tcp_info>() / 2 {
         return None;
     }
-    // SAFETY: zero-initialised and (partly) filled by the kernel; every field is a plain integer.
-    let info = unsafe { info.assume_init() };
     (info.tcpi_snd_mss > 0 && info.tcpi_snd_cwnd > 0).then_some(TcpWindow {
         cwnd: info.tcpi_snd_cwnd,
         mss: info.tcpi_snd_mss,
@@ -101,29 +107,10 @@ pub fn set_tcp_fastopen(fd: std::os::fd::BorrowedFd<'_>, qlen: u32) -> std::io::
 /// Whether an accepted connection's SYN carried data the kernel accepted with a valid Fast Open
 /// cookie (`TCP_INFO` `tcpi_options & TCPI_OPT_SYN_DATA`, Linux); false when the kernel does not say.
 pub fn tcp_syn_data_accepted(fd: std::os::fd::BorrowedFd<'_>) -> bool {
-    use std::os::fd::AsRawFd;
     /// `TCPI_OPT_SYN_DATA` from linux/tcp.h (not exported by the libc crate).
     const TCPI_OPT_SYN_DATA: u8 = 32;
-    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `fd` is a live socket borrowed for the call; `info` is a zeroed, writable
-    // `tcp_info` of `len` bytes, and the kernel writes at most `len` bytes and updates `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || (len as usize) < 8 {
-        return false;
-    }
-    // SAFETY: zero-initialised and (partly) filled by the kernel; every field is a plain integer,
-    // and `tcpi_options` (byte 5) lies within the `len` bytes written.
-    let info = unsafe { info.assume_init() };
-    info.tcpi_options & TCPI_OPT_SYN_DATA != 0
+    // `tcpi_options` is byte 5: it lies within any fill of 8 bytes or more.
+    tcp_info(fd).is_some_and(|(info, len)| len >= 8 && info.tcpi_options & TCPI_OPT_SYN_DATA != 0)
 }
 
 /// Makes the server's TLS 1.3 cipher order strict: AES-128-GCM, AES-256-GCM, then
