@@ -5,6 +5,8 @@
 #          server of crates/tlsgate/tests/bench_nginx.rs), nghttp2-client (nghttp: the HTTP/2
 #          SETTINGS the gateway sends, tests/optimisations.rs), redis-server (+ redis-cli, also
 #          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs)
+#   lab:   iproute2 (ip netns/addr/route) and procps (sysctl) for `tlsgate lab` and its tests, which
+#          also need the kernel's TUN device (/dev/net/tun) and root
 set -euo pipefail
 
 tlsgate_install_packages() {

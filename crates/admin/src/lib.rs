@@ -1,9 +1,11 @@
 //! tlsgate's operational surface: the metrics registry ([`metrics`]) and the admin listener
-//! ([`server`]) that serves `/metrics`, `/healthz` and `POST /reload`, on loopback by default.
+//! ([`server`]) that serves `/metrics`, `/healthz`, `POST /reload` and the gateway's JSON APIs, on
+//! loopback by default.
 #![forbid(unsafe_code)]
 
 pub mod metrics;
 pub mod server;
 
+pub use hyper::{Method, StatusCode};
 pub use metrics::Metrics;
-pub use server::{serve_admin, AdminHooks};
+pub use server::{serve_admin, AdminHooks, ApiFuture};

@@ -274,6 +274,11 @@ impl Metrics {
         }
     }
 
+    /// The registry, for metrics defined in other crates (register before sharing `self`).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// Sets a scrape-time value.
     pub fn set_gauge(&self, name: &'static str, value: u64) {
         self.state.get_or_create(&NameLabels { name }).set(value);

@@ -4,10 +4,12 @@
 //! - `GET /healthz`: `ok`.
 //! - `POST /reload`: re-read the configuration and certificates (what `tlsgate reload` calls);
 //!   200 with a summary, or 500 with the reason the new configuration was refused.
+//! - Anything else goes to [`AdminHooks::api`] (JSON APIs such as `/keyless/pools`), with the
+//!   request body (at most 1 MiB).
 
 use crate::metrics::Metrics;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Response, StatusCode};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,7 +22,18 @@ pub trait AdminHooks: Send + Sync + 'static {
     fn before_scrape(&self);
     /// Reloads the configuration; Ok(summary) or Err(reason it was refused).
     fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+    /// A JSON API request: `Some((status, JSON body))`, or `None` when no API has this path.
+    fn api(&self, method: &Method, path: &str, body: &[u8]) -> Option<ApiFuture> {
+        let _ = (method, path, body);
+        None
+    }
 }
+
+/// What [`AdminHooks::api`] answers: an HTTP status and a JSON body.
+pub type ApiFuture = Pin<Box<dyn Future<Output = (StatusCode, String)> + Send>>;
+
+/// Largest request body the admin listener reads.
+const MAX_BODY: usize = 1024 * 1024;
 
 /// Serves the admin endpoints on `listener` until the task is dropped.
 pub async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, hooks: Arc<dyn AdminHooks>) {
@@ -81,9 +94,29 @@ async fn handle(
                 Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("reload refused: {reason}\n")),
             }
         }
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not found; try /metrics, /healthz or POST /reload\n".into(),
-        ),
+        _ => {
+            let (method, path) = (req.method().clone(), req.uri().path().to_string());
+            let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => return Ok(text(StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}\n"))),
+            };
+            match hooks.api(&method, &path, &body) {
+                Some(answer) => {
+                    let (status, json) = answer.await;
+                    if method != Method::GET {
+                        tracing::info!(%peer, %method, %path, status = status.as_u16(), "admin API change");
+                    }
+                    Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from(json)))
+                        .expect("static response parts are valid")
+                }
+                None => text(
+                    StatusCode::NOT_FOUND,
+                    "not found; try /metrics, /healthz, POST /reload or GET /keyless/pools\n".into(),
+                ),
+            }
+        }
     })
 }

@@ -1,7 +1,8 @@
 //! Command-line options of `tlsgate bench` and their validation into a [`Plan`].
 
+use crate::tls_opts::{alpn_offers, TlsOpts};
 use anyhow::{bail, Context};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,7 +26,8 @@ pub struct BenchArgs {
     /// Extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
-    /// One request per TLS connection (sends `Connection: close`).
+    /// One request per TLS connection (HTTP/1.1: sends `Connection: close`; `--h2`: one stream,
+    /// then the connection is closed).
     #[arg(long, conflicts_with_all = ["handshake_only", "hold"])]
     pub new_conn: bool,
     /// Connect, handshake and close; no request (except one per thread to fetch a TLS 1.3 ticket).
@@ -37,31 +39,6 @@ pub struct BenchArgs {
     /// Do not resume by TLS 1.2 session ID (only sessions carrying a ticket are offered again).
     #[arg(long)]
     pub no_session_id: bool,
-    /// Do not use session tickets (no TLS 1.2 ticket extension, no TLS 1.3 resumption).
-    #[arg(long)]
-    pub no_ticket: bool,
-    /// Only this protocol version: `1.2` or `1.3` (default: either, 1.3 preferred).
-    #[arg(long = "tls", value_parser = ["1.2", "1.3"])]
-    pub tls: Option<String>,
-    /// Key-exchange groups offered, in order (BoringSSL names, `:`-separated, e.g. `X25519:P-256`).
-    /// TLS 1.2 servers use an ECDSA certificate only if its curve is listed (P-256 for most).
-    #[arg(long)]
-    pub groups: Option<String>,
-    /// TLS 1.2 cipher list (BoringSSL syntax); TLS 1.3 suites are not configurable.
-    #[arg(long)]
-    pub ciphers: Option<String>,
-    /// Server name sent in the ClientHello (default: the URL's host unless it is an IP address).
-    #[arg(long)]
-    pub sni: Option<String>,
-    /// Connect to this `HOST:PORT` instead of the URL's (the URL still gives Host and SNI).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub connect_to: Option<String>,
-    /// Verify the server's certificate against this CA file (PEM); no verification without it.
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Option<PathBuf>,
-    /// Longest wait for each connect, handshake or response.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    pub timeout: Duration,
     /// Write the summary as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -71,10 +48,11 @@ pub struct BenchArgs {
     /// Request body (`@FILE` reads it from a file); sent with `Content-Length`.
     #[arg(long)]
     pub body: Option<String>,
-    /// HTTP/2 (ALPN h2) instead of HTTP/1.1; keep-alive mode only.
-    #[arg(long, conflicts_with_all = ["new_conn", "handshake_only", "hold"])]
+    /// HTTP/2 (ALPN h2) instead of HTTP/1.1: keep-alive (`-m` streams per connection) or
+    /// `--new-conn` (one request per connection).
+    #[arg(long, conflicts_with_all = ["handshake_only", "hold"])]
     pub h2: bool,
-    /// Concurrent streams per HTTP/2 connection.
+    /// Concurrent streams per HTTP/2 connection (keep-alive mode).
     #[arg(short = 'm', long = "streams", default_value_t = 1)]
     pub streams: usize,
     /// Constant throughput: this many requests (handshakes with --handshake-only) per second in
@@ -82,10 +60,9 @@ pub struct BenchArgs {
     /// coordinated-omission correction).
     #[arg(short = 'R', long = "rate", conflicts_with = "hold")]
     pub rate: Option<f64>,
-    /// Client TCP Fast Open (`TCP_FASTOPEN_CONNECT`): the ClientHello rides in the SYN when the
-    /// kernel holds a cookie for the server.
-    #[arg(long)]
-    pub tfo: bool,
+    /// TLS and TCP options (shared with `tlsgate probe`).
+    #[command(flatten)]
+    pub opts: TlsOpts,
 }
 
 /// A duration as wrk takes it (`5` = 5 s) or in humantime syntax (`500ms`, `2m`).
@@ -161,16 +138,10 @@ pub struct Plan {
     pub session_id: bool,
     /// Use tickets.
     pub tickets: bool,
-    /// Protocol version pinned, if any: `Some("1.2")` / `Some("1.3")`.
-    pub tls: Option<String>,
-    /// Groups list.
-    pub groups: Option<String>,
-    /// TLS 1.2 cipher list.
-    pub ciphers: Option<String>,
-    /// CA file for verification.
-    pub cacert: Option<PathBuf>,
-    /// Per-step timeout.
-    pub timeout: Duration,
+    /// The TLS and TCP options (version, groups, ciphers, signature algorithms, CA, timeout, TFO).
+    pub opts: TlsOpts,
+    /// ALPN offered, in wire format (empty: no extension).
+    pub alpn_wire: Vec<u8>,
     /// The request, ready to send.
     pub request: Vec<u8>,
     /// Where the JSON summary goes.
@@ -189,8 +160,6 @@ pub struct Plan {
     pub streams: usize,
     /// Target operations per second in all (`--rate`).
     pub rate: Option<f64>,
-    /// TCP Fast Open.
-    pub tfo: bool,
 }
 
 impl Plan {
@@ -240,14 +209,6 @@ pub fn split_host_port(text: &str, default_port: u16) -> anyhow::Result<(String,
         None => default_port,
     };
     Ok((host.to_string(), port))
-}
-
-fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}"))?
-        .next()
-        .with_context(|| format!("{host} has no address"))
 }
 
 /// Builds the HTTP/1.1 GET request bytes.
@@ -347,19 +308,8 @@ impl BenchArgs {
         if matches!(limit, Limit::Duration(d) if d.is_zero()) {
             bail!("-d must be longer than zero");
         }
-        let addr = match &self.connect_to {
-            Some(to) => {
-                let (h, p) = split_host_port(to, port).with_context(|| format!("--connect-to {to}"))?;
-                resolve(&h, p)?
-            }
-            None => resolve(&host, port)?,
-        };
-        let sni = match &self.sni {
-            Some(s) if s.is_empty() => None,
-            Some(s) => Some(s.clone()),
-            None if host.parse::<std::net::IpAddr>().is_ok() => None,
-            None => Some(host.clone()),
-        };
+        let addr = self.opts.addr(&host, port)?;
+        let sni = self.opts.sni(&host);
         let host_header = match (host.contains(':'), port) {
             (true, 443) => format!("[{host}]"),
             (true, p) => format!("[{host}]:{p}"),
@@ -379,6 +329,15 @@ impl BenchArgs {
         if self.streams > 1 && !self.h2 {
             bail!("-m (streams per connection) needs --h2");
         }
+        if self.streams > 1 && mode == Mode::NewConn {
+            bail!("-m (streams per connection) does not go with --new-conn (one request per connection)");
+        }
+        let alpn_wire = self.opts.alpn_wire(if self.h2 { "h2" } else { "http/1.1" })?;
+        match (self.h2, alpn_offers(&alpn_wire, b"h2")) {
+            (true, false) => bail!("--h2 speaks HTTP/2 only: --alpn must offer h2"),
+            (false, true) => bail!("--alpn offers h2, but without --h2 the bench speaks HTTP/1.1 only: add --h2"),
+            _ => {}
+        }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
                 bail!("--rate must be a positive number of operations per second");
@@ -390,7 +349,7 @@ impl BenchArgs {
             &path,
             &self.headers,
             &body,
-            mode == Mode::NewConn,
+            mode == Mode::NewConn && !self.h2,
         )?;
         let headers = parse_headers(&self.headers)?;
         Ok(Plan {
@@ -405,12 +364,9 @@ impl BenchArgs {
             mode,
             limit,
             session_id: !self.no_session_id,
-            tickets: !self.no_ticket,
-            tls: self.tls.clone(),
-            groups: self.groups.clone(),
-            ciphers: self.ciphers.clone(),
-            cacert: self.cacert.clone(),
-            timeout: self.timeout,
+            tickets: !self.opts.no_ticket,
+            opts: self.opts.clone(),
+            alpn_wire,
             request,
             json: self.json.clone(),
             method: self.method.clone(),
@@ -420,7 +376,6 @@ impl BenchArgs {
             h2: self.h2,
             streams: self.streams,
             rate: self.rate,
-            tfo: self.tfo,
         })
     }
 }
@@ -496,9 +451,10 @@ mod tests {
         assert_eq!(p.limit, Limit::Duration(Duration::from_secs(3)));
         assert_eq!((p.connections, p.threads), (24, 4));
         assert!(!p.session_id && !p.tickets && !p.resumption());
-        assert_eq!(p.tls.as_deref(), Some("1.2"));
-        assert_eq!(p.groups.as_deref(), Some("X25519"));
-        assert_eq!(p.ciphers.as_deref(), Some("ECDHE-ECDSA-AES128-GCM-SHA256"));
+        assert_eq!(p.opts.tls.as_deref(), Some("1.2"));
+        assert_eq!(p.opts.groups.as_deref(), Some("X25519"));
+        assert_eq!(p.opts.ciphers.as_deref(), Some("ECDHE-ECDSA-AES128-GCM-SHA256"));
+        assert_eq!(p.alpn_wire, b"\x08http/1.1");
         assert_eq!(p.sni.as_deref(), Some("example.test"));
         assert_eq!(p.addr, "127.0.0.1:9443".parse().unwrap());
         assert_eq!(p.port, 443);
@@ -586,14 +542,31 @@ mod tests {
             "X-A: b",
             "https://127.0.0.1:1/",
         ]);
-        assert!(p.h2 && p.tfo);
+        assert!(p.h2 && p.opts.tfo);
+        assert_eq!(p.alpn_wire, b"\x02h2");
         assert_eq!((p.streams, p.rate), (8, Some(1000.0)));
         assert_eq!(p.headers, [("X-A".to_string(), "b".to_string())]);
         let bad = |args: &[&str]| parse(args).map_or(true, |a| a.plan().is_err());
         assert!(bad(&["-m", "4", "https://127.0.0.1/"]), "-m without --h2");
-        assert!(bad(&["--h2", "--new-conn", "https://127.0.0.1/"]));
+        assert!(bad(&["--h2", "--handshake-only", "https://127.0.0.1/"]));
         assert!(bad(&["--rate", "0", "https://127.0.0.1/"]));
         assert!(bad(&["--method", "G T", "https://127.0.0.1/"]));
+    }
+
+    #[test]
+    fn h2_new_conn_alpn_and_sigalgs() {
+        let p = plan(&["--h2", "--new-conn", "-n", "5", "https://127.0.0.1:1/"]);
+        assert_eq!((p.mode, p.h2, p.streams), (Mode::NewConn, true, 1));
+        let p = plan(&["--h2", "--alpn", "h2,http/1.1", "https://127.0.0.1:1/"]);
+        assert_eq!(p.alpn_wire, b"\x02h2\x08http/1.1");
+        let p = plan(&["--alpn", "", "https://127.0.0.1:1/"]);
+        assert!(p.alpn_wire.is_empty(), "no ALPN extension");
+        let p = plan(&["--sigalgs", "rsa_pss_rsae_sha256", "https://127.0.0.1:1/"]);
+        assert_eq!(p.opts.sigalgs.as_deref(), Some("rsa_pss_rsae_sha256"));
+        let err = |args: &[&str]| parse(args).unwrap().plan().unwrap_err().to_string();
+        assert!(err(&["--h2", "--new-conn", "-m", "2", "https://127.0.0.1/"]).contains("--new-conn"));
+        assert!(err(&["--h2", "--alpn", "http/1.1", "https://127.0.0.1/"]).contains("--alpn must offer h2"));
+        assert!(err(&["--alpn", "h2,http/1.1", "https://127.0.0.1/"]).contains("add --h2"));
     }
 
     #[test]

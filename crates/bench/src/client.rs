@@ -8,11 +8,9 @@
 //! (`SSL_session_reused`), never assumed.
 
 use crate::args::Plan;
+use crate::tls_opts::TlsOpts;
 use anyhow::Context;
-use boring::ssl::{
-    Ssl, SslConnector, SslMethod, SslOptions, SslRef, SslSession, SslSessionCacheMode, SslSessionRef, SslVerifyMode,
-    SslVersion,
-};
+use boring::ssl::{Ssl, SslConnector, SslRef, SslSession, SslSessionCacheMode, SslSessionRef, SslVersion};
 use std::cell::RefCell;
 
 thread_local! {
@@ -24,7 +22,7 @@ thread_local! {
 /// Builds connections for a plan.
 pub struct Client {
     connector: SslConnector,
-    verify: bool,
+    opts: TlsOpts,
     sni: Option<String>,
     host: String,
     resumption: bool,
@@ -33,34 +31,7 @@ pub struct Client {
 impl Client {
     /// Builds the TLS context from the plan's options.
     pub fn new(plan: &Plan) -> anyhow::Result<Self> {
-        let mut b = SslConnector::builder(SslMethod::tls()).context("cannot create a TLS context")?;
-        let (min, max) = match plan.tls.as_deref() {
-            Some("1.2") => (SslVersion::TLS1_2, SslVersion::TLS1_2),
-            Some("1.3") => (SslVersion::TLS1_3, SslVersion::TLS1_3),
-            _ => (SslVersion::TLS1_2, SslVersion::TLS1_3),
-        };
-        b.set_min_proto_version(Some(min))?;
-        b.set_max_proto_version(Some(max))?;
-        if let Some(groups) = &plan.groups {
-            b.set_curves_list(groups)
-                .with_context(|| format!("--groups {groups}: unknown group"))?;
-        }
-        if let Some(ciphers) = &plan.ciphers {
-            b.set_strict_cipher_list(ciphers)
-                .with_context(|| format!("--ciphers {ciphers}: not a valid cipher list"))?;
-        }
-        b.set_alpn_protos(if plan.h2 { b"\x02h2" } else { b"\x08http/1.1" })?;
-        match &plan.cacert {
-            Some(ca) => {
-                b.set_ca_file(ca)
-                    .with_context(|| format!("--cacert {}: cannot load", ca.display()))?;
-                b.set_verify(SslVerifyMode::PEER);
-            }
-            None => b.set_verify(SslVerifyMode::NONE),
-        }
-        if !plan.tickets {
-            b.set_options(SslOptions::NO_TICKET);
-        }
+        let mut b = plan.opts.connector(&plan.alpn_wire)?;
         if plan.resumption() {
             b.set_session_cache_mode(SslSessionCacheMode::CLIENT);
             let (tickets, session_id) = (plan.tickets, plan.session_id);
@@ -72,7 +43,7 @@ impl Client {
         }
         Ok(Self {
             connector: b.build(),
-            verify: plan.cacert.is_some(),
+            opts: plan.opts.clone(),
             sni: plan.sni.clone(),
             host: plan.host.clone(),
             resumption: plan.resumption(),
@@ -81,10 +52,7 @@ impl Client {
 
     /// A connection object ready for the handshake; `true` when a session is offered in it.
     pub fn new_ssl(&self) -> anyhow::Result<(Ssl, bool)> {
-        let mut cfg = self.connector.configure()?;
-        cfg.set_verify_hostname(self.verify);
-        cfg.set_use_server_name_indication(self.sni.is_some());
-        let mut ssl = cfg.into_ssl(self.sni.as_deref().unwrap_or(&self.host))?;
+        let mut ssl = self.opts.ssl(&self.connector, self.sni.as_deref(), &self.host)?;
         let mut offered = false;
         if self.resumption {
             LAST_SESSION.with(|slot| -> anyhow::Result<()> {
@@ -200,7 +168,7 @@ fn tlv(input: &[u8]) -> Option<(Tag, &[u8], &[u8])> {
 mod tests {
     use super::*;
     use boring::pkey::PKey;
-    use boring::ssl::{SslAcceptor, SslMethod};
+    use boring::ssl::{SslAcceptor, SslMethod, SslOptions};
     use boring::x509::X509;
     use clap::Parser;
     use tlsgate_tls::pki::{CertSpec, Certified, KeyKind};

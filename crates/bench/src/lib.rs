@@ -6,9 +6,14 @@
 //! connections, for memory measurements). Resumption follows wrk's `--no-session-id` and
 //! `--no-ticket`; whether a handshake resumed is what the client's TLS stack says.
 //!
-//! `--h2` runs HTTP/2 with `-m` streams per connection (hyper's client); `--rate` paces every
-//! sender on a fixed schedule and measures latency from intended send times (wrk2); latencies
-//! are kept per phase (connect, handshake, TTFB, TTLB). The [`probe`] module is `tlsgate probe`.
+//! The TLS and TCP options (`--tls`, `--ciphers`, `--groups`, `--sigalgs`, `--alpn`, `--sni`,
+//! `--connect-to`, `--cacert`, `--no-ticket`, `--tfo`, `--timeout`) are one struct shared with
+//! `tlsgate probe` ([`tls_opts`]).
+//!
+//! `--h2` runs HTTP/2 with `-m` streams per connection (hyper's client), or one request per
+//! connection with `--new-conn`; `--rate` paces every sender on a fixed schedule and measures
+//! latency from intended send times (wrk2); latencies are kept per phase (connect, handshake,
+//! TTFB, TTLB). The [`probe`] module is `tlsgate probe`.
 //!
 //! The HTTP/1.1 side is a hand-written request/response loop (one pre-built request, a reused
 //! buffer, no allocation per response), so the load generator costs far less CPU per request
@@ -22,10 +27,12 @@ pub mod probe;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod tls_opts;
 
 pub use args::{BenchArgs, Mode, Plan};
 pub use probe::ProbeArgs;
 pub use report::Summary;
+pub use tls_opts::TlsOpts;
 
 use anyhow::Context;
 

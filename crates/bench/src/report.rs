@@ -78,6 +78,8 @@ pub struct Stats {
     pub negotiated: BTreeMap<Negotiated, u64>,
     /// Resumed handshakes by mechanism: `session_id`, `ticket` (TLS 1.2), `tls13_psk`.
     pub resumed_by: BTreeMap<&'static str, u64>,
+    /// Handshakes by the server's signature algorithm (full handshakes; none on a resumption).
+    pub sigalgs: BTreeMap<&'static str, u64>,
     /// TCP connect latency (µs).
     pub connect: Histogram<u64>,
     /// TLS handshake latency (µs).
@@ -104,6 +106,7 @@ impl Default for Stats {
             status: BTreeMap::new(),
             negotiated: BTreeMap::new(),
             resumed_by: BTreeMap::new(),
+            sigalgs: BTreeMap::new(),
             connect: histogram(),
             handshake: histogram(),
             request: histogram(),
@@ -148,6 +151,11 @@ impl Stats {
         *self.resumed_by.entry(mechanism).or_default() += 1;
     }
 
+    /// Counts a handshake the server signed with `sigalg` (BoringSSL's name).
+    pub fn record_sigalg(&mut self, sigalg: &'static str) {
+        *self.sigalgs.entry(sigalg).or_default() += 1;
+    }
+
     /// Records a time to first byte.
     pub fn record_ttfb(&mut self, d: Duration) {
         self.ttfb.saturating_record(micros(d));
@@ -186,6 +194,9 @@ impl Stats {
         }
         for (k, v) in &other.resumed_by {
             *self.resumed_by.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.sigalgs {
+            *self.sigalgs.entry(*k).or_default() += v;
         }
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.connect.add(&other.connect);
@@ -334,6 +345,9 @@ pub struct Summary {
     pub status: BTreeMap<u16, u64>,
     /// Handshakes by `version cipher group`.
     pub negotiated: BTreeMap<String, u64>,
+    /// Full handshakes by the signature algorithm the server used (e.g. `rsa_pss_rsae_sha256`:
+    /// an RSA certificate; `ecdsa_secp256r1_sha256`: ECDSA P-256).
+    pub sigalgs: BTreeMap<&'static str, u64>,
     /// Latencies in microseconds.
     pub latency_us: Latencies,
     /// `http/1.1` or `h2`.
@@ -360,7 +374,7 @@ impl Summary {
             mode: plan.mode.as_str(),
             threads: plan.threads,
             connections: plan.connections,
-            tls: plan.tls.clone().unwrap_or_else(|| "any".into()),
+            tls: plan.opts.tls.clone().unwrap_or_else(|| "any".into()),
             session_id: plan.session_id,
             tickets: plan.tickets,
             elapsed_s: secs,
@@ -388,6 +402,7 @@ impl Summary {
                 .iter()
                 .map(|((v, c, g), n)| (format!("{v} {c} {g}"), *n))
                 .collect(),
+            sigalgs: stats.sigalgs.clone(),
             latency_us: Latencies {
                 connect: Latency::of(&stats.connect),
                 handshake: Latency::of(&stats.handshake),
@@ -486,6 +501,10 @@ impl Summary {
         }
         for (what, n) in &self.negotiated {
             let _ = writeln!(s, "  negotiated {what}: {n}");
+        }
+        if !self.sigalgs.is_empty() {
+            let list: Vec<String> = self.sigalgs.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "  server signatures: {}", list.join(", "));
         }
         if self.held > 0 {
             let _ = writeln!(s, "  held {} connections open at once", self.held);

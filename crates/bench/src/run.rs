@@ -9,13 +9,14 @@ use crate::args::{Limit, Mode, Plan};
 use crate::client::{forget_session, Client};
 use crate::http::{parse_response, Parsed};
 use crate::report::{ErrorKind, Stats, Summary};
+use crate::tls_opts::tcp_connect;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 type Tls = tokio_boring::SslStream<TcpStream>;
@@ -159,7 +160,9 @@ fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Re
     local.block_on(&rt, async {
         let tasks: Vec<_> = conns
             .map(|i| {
-                if shared.plan.h2 {
+                if shared.plan.h2 && shared.plan.mode == Mode::NewConn {
+                    tokio::task::spawn_local(h2::new_conn(shared.clone(), stats.clone(), i))
+                } else if shared.plan.h2 {
                     tokio::task::spawn_local(h2::connection(shared.clone(), stats.clone(), i))
                 } else {
                     tokio::task::spawn_local(connection(shared.clone(), stats.clone(), i))
@@ -222,7 +225,7 @@ async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>, index: usize) {
             if sh.plan.resumption() && !sh.client.has_session() {
                 request(&sh, &st, &mut conn, None).await;
             }
-            let _ = timeout(sh.plan.timeout, conn.tls.shutdown()).await;
+            let _ = timeout(sh.plan.opts.timeout, conn.tls.shutdown()).await;
         },
         Mode::Hold => hold(&sh, &st).await,
     }
@@ -265,7 +268,7 @@ async fn hold(sh: &Shared, st: &RefCell<Stats>) {
 /// TCP connect and TLS handshake, recorded; `None` on failure (counted).
 async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
     let t0 = Instant::now();
-    let tcp = match timeout(sh.plan.timeout, connect(&sh.plan)).await {
+    let tcp = match timeout(sh.plan.opts.timeout, tcp_connect(sh.plan.addr, sh.plan.opts.tfo)).await {
         Ok(Ok(tcp)) => tcp,
         Ok(Err(e)) => {
             st.borrow_mut().error_with(ErrorKind::Connect, &e);
@@ -291,10 +294,16 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
             return None;
         }
     };
-    let tls = match timeout(sh.plan.timeout, tokio_boring::SslStreamBuilder::new(ssl, tcp).connect()).await {
+    let tls = match timeout(
+        sh.plan.opts.timeout,
+        tokio_boring::SslStreamBuilder::new(ssl, tcp).connect(),
+    )
+    .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
-            st.borrow_mut().error_with(ErrorKind::Handshake, &e);
+            st.borrow_mut()
+                .error_with(ErrorKind::Handshake, &sh.plan.opts.handshake_error(&e));
             count_error(sh);
             return None;
         }
@@ -312,13 +321,40 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
             .map_or("-", |c| c.standard_name().unwrap_or_else(|| c.name())),
         ssl.curve_name().unwrap_or("-"),
     );
-    st.borrow_mut()
-        .record_handshake(took, offered, ssl.session_reused(), negotiated);
-    if ssl.session_reused() {
-        st.borrow_mut().record_resumption(resumption_mechanism(ssl));
+    {
+        let mut st = st.borrow_mut();
+        st.record_handshake(took, offered, ssl.session_reused(), negotiated);
+        if ssl.session_reused() {
+            st.record_resumption(resumption_mechanism(ssl));
+        } else if let Some(sigalg) = ssl.peer_signature_algorithm() {
+            // Only a full handshake is signed (a resumed session still names the original
+            // handshake's algorithm).
+            st.record_sigalg(sigalg.name().unwrap_or("unknown"));
+        }
     }
     if let Some(p) = &sh.progress {
         p.handshakes.fetch_add(1, Ordering::Relaxed);
+    }
+    if sh.plan.mode != Mode::HandshakeOnly {
+        // The protocol spoken is fixed by --h2; a server that selected another one by ALPN
+        // cannot be measured (an HTTP/1.1 request on an h2 connection would fail obscurely).
+        let selected = tls.ssl().selected_alpn_protocol();
+        let fits = if sh.plan.h2 {
+            selected == Some(b"h2")
+        } else {
+            matches!(selected, None | Some(b"http/1.1"))
+        };
+        if !fits {
+            let message = format!(
+                "the server selected ALPN {}; the bench speaks {}",
+                selected.map_or("none".into(), String::from_utf8_lossy),
+                if sh.plan.h2 { "h2" } else { "http/1.1" }
+            );
+            st.borrow_mut().error_with(ErrorKind::Http, &message);
+            count_error(sh);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            return None;
+        }
     }
     Some(Conn {
         tls,
@@ -336,20 +372,6 @@ fn resumption_mechanism(ssl: &boring::ssl::SslRef) -> &'static str {
     } else {
         "session_id"
     }
-}
-
-/// A TCP connection, with `TCP_FASTOPEN_CONNECT` set first under `--tfo`.
-async fn connect(plan: &Plan) -> std::io::Result<TcpStream> {
-    let socket = if plan.addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if plan.tfo {
-        use std::os::fd::AsFd;
-        tlsgate_tls::client_ffi::set_tcp_fastopen_connect(socket.as_fd())?;
-    }
-    socket.connect(plan.addr).await
 }
 
 /// Counts an error for the progress line too.
@@ -407,25 +429,54 @@ async fn request(sh: &Shared, st: &RefCell<Stats>, conn: &mut Conn, started: Opt
             };
         }
     };
-    match timeout(sh.plan.timeout, exchange).await {
-        Ok(Ok((status, len, close))) => {
+    let mut close = false;
+    let outcome = timeout(sh.plan.opts.timeout, exchange).await.map(|r| {
+        r.map(|(status, len, closes)| {
+            close = closes;
+            Response {
+                first_byte: first_byte.unwrap_or_else(Instant::now),
+                status,
+                len,
+            }
+        })
+    });
+    record_outcome(sh, st, t0, outcome).then_some(close)
+}
+
+/// A complete response: when its first byte arrived, its status and its size.
+struct Response {
+    first_byte: Instant,
+    status: u16,
+    len: usize,
+}
+
+/// Records how a request that started at `t0` ended (HTTP/1.1 or HTTP/2): its latencies, or the
+/// error (counted for the progress line too). True when it got its response.
+fn record_outcome(
+    sh: &Shared,
+    st: &RefCell<Stats>,
+    t0: Instant,
+    outcome: Result<Result<Response, (ErrorKind, String)>, tokio::time::error::Elapsed>,
+) -> bool {
+    match outcome {
+        Ok(Ok(r)) => {
             let mut st = st.borrow_mut();
-            st.record_ttfb(first_byte.unwrap_or_else(Instant::now) - t0);
-            st.record_request(t0.elapsed(), status, len);
+            st.record_ttfb(r.first_byte - t0);
+            st.record_request(t0.elapsed(), r.status, r.len);
             if let Some(p) = &sh.progress {
                 p.requests.fetch_add(1, Ordering::Relaxed);
             }
-            Some(close)
+            true
         }
         Ok(Err((kind, message))) => {
             st.borrow_mut().error_with(kind, &message);
             count_error(sh);
-            None
+            false
         }
         Err(_) => {
             st.borrow_mut().error(ErrorKind::Timeout);
             count_error(sh);
-            None
+            false
         }
     }
 }

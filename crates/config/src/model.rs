@@ -44,6 +44,41 @@ pub struct Config {
     /// store (Redis or Memcached) for TLS 1.2 session IDs and 0-RTT single-use claims.
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
+    /// The control plane: the cluster's dynamic configuration document (key-server pools) in
+    /// Redis, and this node's entry in the node registry (docs/CONTROL.md).
+    #[serde(default)]
+    pub control: Option<ControlConfig>,
+}
+
+/// `[control]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Redis holding the control documents: `redis://[user:password@]host:port[/db]` or
+    /// `rediss://...`.
+    pub redis_url: String,
+    /// Cluster name: nodes with the same name follow the same document.
+    #[serde(default = "default_control_cluster")]
+    pub cluster_name: String,
+    /// This node's id in the registry; default `HOSTNAME:PORT` of the first listener.
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// How often the current version is read as well, in case a notification was missed.
+    #[serde(default = "default_control_poll")]
+    pub poll_interval: Duration,
+    /// How often this node refreshes its registry entry (it expires after three intervals).
+    #[serde(default = "default_control_heartbeat")]
+    pub heartbeat_interval: Duration,
+}
+
+fn default_control_cluster() -> String {
+    "default".into()
+}
+fn default_control_poll() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_control_heartbeat() -> Duration {
+    Duration::from_secs(2)
 }
 
 /// `[server]`
@@ -422,6 +457,10 @@ pub struct CertificateConfig {
     /// Key servers (`host:port`) holding the private key instead of a key file (keyless TLS).
     #[serde(default)]
     pub key_servers: Vec<String>,
+    /// A named `[[keyless.pool]]` holding the private key instead of a key file (keyless TLS);
+    /// its members can be changed at runtime (admin API, control plane).
+    #[serde(default)]
+    pub key_server_pool: Option<String>,
     /// OCSP stapling: `auto` (staple a response fetched from the responder the certificate names,
     /// or from `ocsp_url`, or read from `ocsp_file`) or `off`.
     #[serde(default)]
@@ -481,6 +520,40 @@ pub struct KeylessConfig {
     /// How long an open circuit skips its key server before it is tried again.
     #[serde(default = "default_keyless_cooldown")]
     pub breaker_cooldown: Duration,
+    /// Named key-server pools (`[[keyless.pool]]`) that certificates name with `key_server_pool`.
+    #[serde(default, rename = "pool")]
+    pub pools: Vec<KeyServerPoolConfig>,
+}
+
+impl KeylessConfig {
+    /// The connection settings alone (no pools): what decides whether two configuration
+    /// generations can share key-server connections.
+    pub fn connection_settings(&self) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}",
+            self.client_certificate,
+            self.client_key,
+            self.server_ca,
+            self.connect_timeout,
+            self.request_timeout,
+            self.connections_per_server,
+            self.health_interval,
+            self.retries,
+            self.failure_threshold,
+            self.breaker_cooldown
+        )
+    }
+}
+
+/// `[[keyless.pool]]`: a named group of key servers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyServerPoolConfig {
+    /// The name certificates (`key_server_pool`), the admin API and the control plane use.
+    pub name: String,
+    /// Key servers (`host:port`) at startup; the admin API (`PUT /keyless/pools/NAME`) and the
+    /// control plane can change members, weights and drain state at runtime.
+    pub servers: Vec<String>,
 }
 
 fn default_keyless_connect() -> Duration {

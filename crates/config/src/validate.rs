@@ -104,6 +104,7 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     validate_sites(config, &mut issues);
     validate_upstreams(config, &mut issues);
     validate_keyless(config, &mut issues);
+    validate_control(config, &mut issues);
     validate_http2(&config.http2, &mut issues);
     validate_cluster(config, &mut issues);
     issues
@@ -390,30 +391,47 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
     }
 }
 
-/// Exactly one of `key` and `key_servers`; key servers need `[keyless]` and `host:port` entries.
+/// Exactly one of `key`, `key_servers` and `key_server_pool`; key servers need `[keyless]`,
+/// `host:port` entries and a pool that exists.
 fn validate_key_source(config: &Config, at: &str, c: &CertificateConfig, issues: &mut Vec<Issue>) {
-    match (&c.key, c.key_servers.is_empty()) {
-        (Some(_), false) => issues.push(Issue::error(
+    let sources = usize::from(c.key.is_some())
+        + usize::from(!c.key_servers.is_empty())
+        + usize::from(c.key_server_pool.is_some());
+    if sources > 1 {
+        issues.push(Issue::error(
             format!("{at}.key_servers"),
-            "set either key or key_servers, not both",
-        )),
-        (None, true) => issues.push(Issue::error(
+            "set either key, key_servers or key_server_pool, not several",
+        ));
+    } else if sources == 0 {
+        issues.push(Issue::error(
             format!("{at}.key"),
-            "set key (a private-key file) or key_servers (keyless TLS)",
-        )),
-        (None, false) if config.keyless.is_none() => issues.push(Issue::error(
+            "set key (a private-key file), key_servers or key_server_pool (keyless TLS)",
+        ));
+    } else if c.key.is_none() && config.keyless.is_none() {
+        issues.push(Issue::error(
             format!("{at}.key_servers"),
             "key servers need a [keyless] section (client certificate and key-server CA)",
-        )),
-        _ => {}
+        ));
     }
-    for (k, server) in c.key_servers.iter().enumerate() {
+    if let (Some(pool), Some(k)) = (&c.key_server_pool, &config.keyless) {
+        if !k.pools.iter().any(|p| &p.name == pool) {
+            issues.push(Issue::error(
+                format!("{at}.key_server_pool"),
+                format!("no [[keyless.pool]] named {pool:?}"),
+            ));
+        }
+    }
+    validate_host_ports(&format!("{at}.key_servers"), &c.key_servers, issues);
+}
+
+fn validate_host_ports(at: &str, servers: &[String], issues: &mut Vec<Issue>) {
+    for (k, server) in servers.iter().enumerate() {
         let valid = server
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
         if !valid {
             issues.push(Issue::error(
-                format!("{at}.key_servers[{k}]"),
+                format!("{at}[{k}]"),
                 format!("{server:?} is not host:port"),
             ));
         }
@@ -481,6 +499,30 @@ fn validate_keyless(config: &Config, issues: &mut Vec<Issue>) {
     if k.connections_per_server == 0 {
         issues.push(Issue::error("keyless.connections_per_server", "must be at least 1"));
     }
+    for (i, pool) in k.pools.iter().enumerate() {
+        let at = format!("keyless.pool[{i}]");
+        let valid_name = !pool.name.is_empty()
+            && pool
+                .name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | '-'));
+        if !valid_name {
+            issues.push(Issue::error(
+                format!("{at}.name"),
+                format!("{:?}: use letters, digits, '.', '_' and '-'", pool.name),
+            ));
+        }
+        if k.pools[..i].iter().any(|p| p.name == pool.name) {
+            issues.push(Issue::error(
+                format!("{at}.name"),
+                format!("{:?} is defined twice", pool.name),
+            ));
+        }
+        if pool.servers.is_empty() {
+            issues.push(Issue::error(format!("{at}.servers"), "name at least one key server"));
+        }
+        validate_host_ports(&format!("{at}.servers"), &pool.servers, issues);
+    }
     for (field, d) in [
         ("connect_timeout", k.connect_timeout),
         ("request_timeout", k.request_timeout),
@@ -488,6 +530,41 @@ fn validate_keyless(config: &Config, issues: &mut Vec<Issue>) {
     ] {
         if d.get().is_zero() {
             issues.push(Issue::error(format!("keyless.{field}"), "must be greater than zero"));
+        }
+    }
+}
+
+fn validate_control(config: &Config, issues: &mut Vec<Issue>) {
+    let Some(c) = &config.control else { return };
+    if !(c.redis_url.starts_with("redis://") || c.redis_url.starts_with("rediss://")) {
+        issues.push(Issue::error(
+            "control.redis_url",
+            format!("{:?}: use redis://host:port or rediss://host:port", c.redis_url),
+        ));
+    }
+    let valid_name = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | '-'))
+    };
+    if !valid_name(&c.cluster_name) {
+        issues.push(Issue::error(
+            "control.cluster_name",
+            format!("{:?}: use letters, digits, '.', '_' and '-'", c.cluster_name),
+        ));
+    }
+    if c.node_id
+        .as_deref()
+        .is_some_and(|n| n.is_empty() || n.chars().any(char::is_whitespace))
+    {
+        issues.push(Issue::error("control.node_id", "must be non-empty, without spaces"));
+    }
+    for (field, d) in [
+        ("poll_interval", c.poll_interval),
+        ("heartbeat_interval", c.heartbeat_interval),
+    ] {
+        if d.get() < std::time::Duration::from_millis(100) {
+            issues.push(Issue::error(format!("control.{field}"), "must be at least 100ms"));
         }
     }
 }
@@ -693,6 +770,39 @@ fixed_response = { body = "hi" }
             "{errs:?}"
         );
         assert!(!errs.iter().any(|e| e.contains("need a [keyless]")), "{errs:?}");
+    }
+
+    #[test]
+    fn key_server_pools_are_named_once_and_must_exist() {
+        let keyless = "[keyless]\nclient_certificate = \"/x\"\nclient_key = \"/x\"\nserver_ca = \"/x\"\n";
+        let cert = MINIMAL.replace("key = \"/dev/null\"", "key_server_pool = \"main\"");
+        let ok = format!("{cert}\n{keyless}[[keyless.pool]]\nname = \"main\"\nservers = [\"k:1\"]\n");
+        let errs = errors(&parse(&ok));
+        assert!(!errs.iter().any(|e| e.contains("pool")), "{errs:?}");
+        let missing = format!("{cert}\n{keyless}[[keyless.pool]]\nname = \"other\"\nservers = [\"k:1\"]\n");
+        let errs = errors(&parse(&missing));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("key_server_pool: no [[keyless.pool]] named \"main\"")),
+            "{errs:?}"
+        );
+        let bad = format!(
+            "{cert}\n{keyless}[[keyless.pool]]\nname = \"main\"\nservers = [\"nope\"]\n[[keyless.pool]]\nname = \"main\"\nservers = []\n[[keyless.pool]]\nname = \"a b\"\nservers = [\"k:1\"]\n"
+        );
+        let errs = errors(&parse(&bad));
+        for want in [
+            "keyless.pool[0].servers[0]",
+            "keyless.pool[1].name: \"main\" is defined twice",
+            "keyless.pool[1].servers: name at least one",
+            "keyless.pool[2].name",
+        ] {
+            assert!(errs.iter().any(|e| e.contains(want)), "{want}: {errs:?}");
+        }
+        let both = MINIMAL.replace(
+            "key = \"/dev/null\"",
+            "key_servers = [\"k:1\"]\nkey_server_pool = \"main\"",
+        );
+        assert!(errors(&parse(&both)).iter().any(|e| e.contains("not several")));
     }
 
     #[test]

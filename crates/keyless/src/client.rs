@@ -1,14 +1,18 @@
-//! The gateway's key-server client: a set of key servers, each with a pool of persistent
-//! connections; least-outstanding-requests choice, bounded retry on another server, circuit
-//! breaking. Everything runs on one small dedicated runtime, so the callers' event loops only
-//! await a join handle.
+//! The gateway's key-server client: one named pool of key servers, each with persistent
+//! connections; weighted least-outstanding-requests choice, drain, bounded retry on another
+//! server, circuit breaking. Members can change at runtime ([`Client::set_members`]) without
+//! disturbing requests in flight. Connections run on one small dedicated runtime; a signature
+//! is driven by the handshake's own task (queue the frame, await the answer's oneshot).
 
 use crate::client_conn::{run_slot, Conn};
+use crate::client_metrics::{metrics, AttemptLabels, ServerLabels};
 use crate::codec::{ErrorCode, KeyId, Request, Response};
 use crate::keystore::hex;
+use crate::pools::{Member, MemberStatus};
 use boring::ssl::SslConnector;
 use parking_lot::{Mutex, RwLock};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use rand::Rng;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 use tlsgate_config::KeylessConfig;
@@ -30,27 +34,41 @@ pub struct Settings {
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) health_interval: Duration,
+    connections_per_server: usize,
     retries: usize,
     failure_threshold: u32,
     breaker_cooldown: Duration,
 }
 
-/// One key server.
+/// One key server of a pool.
 pub struct ServerState {
     /// `host:port`.
     pub addr: String,
     /// Host name checked against its certificate.
     pub host: String,
     pub(crate) settings: Arc<Settings>,
+    labels: ServerLabels,
     slots: Vec<RwLock<Option<Arc<Conn>>>>,
     outstanding: AtomicUsize,
     failures: AtomicU32,
     open_until: Mutex<Option<Instant>>,
+    weight: AtomicU32,
+    drain: AtomicBool,
+    stop: watch::Sender<bool>,
 }
 
 impl ServerState {
     pub(crate) fn set_slot(&self, slot: usize, conn: Option<Arc<Conn>>) {
         *self.slots[slot].write() = conn;
+        let live = self.slots.iter().filter(|s| s.read().is_some()).count();
+        metrics().connections.get_or_create(&self.labels).set(live as i64);
+    }
+
+    /// Forgets slot `slot`'s connection without touching metrics (the server is going away).
+    pub(crate) fn clear_slot(&self, slot: usize) {
+        if let Some(conn) = self.slots[slot].write().take() {
+            conn.close();
+        }
     }
 
     /// The live connection with the fewest requests in flight.
@@ -68,7 +86,9 @@ impl ServerState {
 
     pub(crate) fn success(&self) {
         self.failures.store(0, Ordering::Relaxed);
-        *self.open_until.lock() = None;
+        if self.open_until.lock().take().is_some() {
+            metrics().circuit_open.get_or_create(&self.labels).set(0);
+        }
     }
 
     pub(crate) fn failure(&self) {
@@ -78,117 +98,218 @@ impl ServerState {
             if open.is_none_or(|t| Instant::now() >= t) {
                 tracing::warn!(key_server = %self.addr, failures = n, "key server circuit open");
                 *open = Some(Instant::now() + self.settings.breaker_cooldown);
+                metrics().circuit_open.get_or_create(&self.labels).set(1);
             }
+        }
+    }
+
+    fn apply(&self, member: &Member) {
+        self.weight.store(member.weight, Ordering::Relaxed);
+        self.drain.store(member.drain, Ordering::Relaxed);
+        let m = metrics();
+        m.weight.get_or_create(&self.labels).set(i64::from(member.weight));
+        m.drained.get_or_create(&self.labels).set(i64::from(member.drain));
+    }
+
+    fn status(&self) -> MemberStatus {
+        MemberStatus {
+            address: self.addr.clone(),
+            weight: self.weight.load(Ordering::Relaxed),
+            drain: self.drain.load(Ordering::Relaxed),
+            connections: self
+                .slots
+                .iter()
+                .filter(|s| s.read().as_ref().is_some_and(|c| c.alive()))
+                .count(),
+            in_flight: self.outstanding.load(Ordering::Relaxed),
+            circuit_open: !self.circuit_closed(),
         }
     }
 }
 
-/// A pool of key servers, shared by every certificate that names the same list.
+/// A pool of key servers, shared by every certificate that names the same pool.
 pub struct Client {
-    servers: Vec<Arc<ServerState>>,
-    rotate: AtomicUsize,
-    _stop: watch::Sender<bool>,
+    /// Pool name.
+    pub name: String,
+    settings: Arc<Settings>,
+    servers: RwLock<Arc<Vec<Arc<ServerState>>>>,
+    /// Serialises membership changes.
+    change: Mutex<()>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        for s in self.servers.read().iter() {
+            let _ = s.stop.send(true);
+            metrics().forget_server(&s.labels);
+        }
+    }
 }
 
 impl Client {
-    /// Starts connecting to `servers`.
-    pub fn start(config: &KeylessConfig, servers: &[String]) -> Result<Arc<Self>, String> {
+    /// Starts connecting to `servers` (weight 1, not drained), a pool called `name`.
+    pub fn start(config: &KeylessConfig, name: &str, servers: &[String]) -> Result<Arc<Self>, String> {
         let connector = crate::tls_setup::connector(&config.client_certificate, &config.client_key, &config.server_ca)?;
         let settings = Arc::new(Settings {
             connector,
             connect_timeout: config.connect_timeout.get(),
             request_timeout: config.request_timeout.get(),
             health_interval: config.health_interval.get(),
+            connections_per_server: config.connections_per_server.max(1),
             retries: config.retries,
             failure_threshold: config.failure_threshold.max(1),
             breaker_cooldown: config.breaker_cooldown.get(),
         });
-        let (stop, stop_rx) = watch::channel(false);
-        let mut states = Vec::new();
-        for addr in servers {
-            let host = addr
-                .rsplit_once(':')
-                .map_or(addr.as_str(), |(h, _)| h)
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string();
-            let state = Arc::new(ServerState {
-                addr: addr.clone(),
-                host,
-                settings: settings.clone(),
-                slots: (0..config.connections_per_server.max(1))
-                    .map(|_| RwLock::new(None))
-                    .collect(),
-                outstanding: AtomicUsize::new(0),
-                failures: AtomicU32::new(0),
-                open_until: Mutex::new(None),
-            });
-            for slot in 0..state.slots.len() {
-                RUNTIME.spawn(run_slot(state.clone(), slot, stop_rx.clone()));
-            }
-            states.push(state);
-        }
-        Ok(Arc::new(Self {
-            servers: states,
-            rotate: AtomicUsize::new(0),
-            _stop: stop,
-        }))
+        let client = Arc::new(Self {
+            name: name.to_string(),
+            settings,
+            servers: RwLock::new(Arc::new(Vec::new())),
+            change: Mutex::new(()),
+        });
+        let members: Vec<Member> = servers.iter().map(|a| Member::new(a)).collect();
+        client.set_members(&members)?;
+        Ok(client)
     }
 
-    /// Least outstanding requests among servers with a live connection, preferring closed
-    /// circuits and servers not yet tried; ties go round-robin.
-    fn pick(&self, tried: &[usize]) -> Option<(usize, Arc<Conn>)> {
-        let n = self.servers.len();
-        let start = self.rotate.fetch_add(1, Ordering::Relaxed);
-        let live: Vec<(usize, Arc<Conn>)> = (0..n)
-            .map(|k| (start + k) % n)
-            .filter_map(|i| self.servers[i].conn().map(|c| (i, c)))
+    fn start_server(&self, member: &Member) -> Arc<ServerState> {
+        let addr = &member.address;
+        let host = addr
+            .rsplit_once(':')
+            .map_or(addr.as_str(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let (stop, stop_rx) = watch::channel(false);
+        let state = Arc::new(ServerState {
+            addr: addr.clone(),
+            host,
+            settings: self.settings.clone(),
+            labels: ServerLabels {
+                pool: self.name.clone(),
+                server: addr.clone(),
+            },
+            slots: (0..self.settings.connections_per_server)
+                .map(|_| RwLock::new(None))
+                .collect(),
+            outstanding: AtomicUsize::new(0),
+            failures: AtomicU32::new(0),
+            open_until: Mutex::new(None),
+            weight: AtomicU32::new(member.weight),
+            drain: AtomicBool::new(member.drain),
+            stop,
+        });
+        state.apply(member);
+        metrics().connections.get_or_create(&state.labels).set(0);
+        metrics().circuit_open.get_or_create(&state.labels).set(0);
+        for slot in 0..state.slots.len() {
+            RUNTIME.spawn(run_slot(state.clone(), slot, stop_rx.clone()));
+        }
+        state
+    }
+
+    /// Replaces the pool's members: kept servers keep their connections (weight and drain are
+    /// updated in place), new ones start connecting, removed ones take no new requests and close
+    /// once the requests they hold have had `request_timeout` to finish.
+    pub fn set_members(&self, members: &[Member]) -> Result<(), String> {
+        crate::pools::validate_members(members)?;
+        let _change = self.change.lock();
+        let old = self.servers.read().clone();
+        let mut next = Vec::with_capacity(members.len());
+        for member in members {
+            match old.iter().find(|s| s.addr == member.address) {
+                Some(kept) => {
+                    kept.apply(member);
+                    next.push(kept.clone());
+                }
+                None => next.push(self.start_server(member)),
+            }
+        }
+        *self.servers.write() = Arc::new(next);
+        for gone in old.iter().filter(|s| !members.iter().any(|m| m.address == s.addr)) {
+            let gone = gone.clone();
+            let grace = self.settings.request_timeout;
+            tracing::info!(pool = %self.name, key_server = %gone.addr, "key server removed from its pool");
+            RUNTIME.spawn(async move {
+                tokio::time::sleep(grace).await;
+                let _ = gone.stop.send(true);
+                metrics().forget_server(&gone.labels);
+            });
+        }
+        tracing::info!(pool = %self.name, members = ?members, "key-server pool members set");
+        Ok(())
+    }
+
+    /// Members and their state now.
+    pub fn members(&self) -> Vec<MemberStatus> {
+        self.servers.read().iter().map(|s| s.status()).collect()
+    }
+
+    /// The least loaded server (requests in flight / weight) among those with a live connection,
+    /// preferring, in turn: untried, not drained, closed circuit. Ties are broken at random in
+    /// proportion to weight, so an idle pool spreads load by weight.
+    fn pick(&self, tried: &[Arc<ServerState>]) -> Option<Choice> {
+        let servers = self.servers.read().clone();
+        let live: Vec<Choice> = servers
+            .iter()
+            .filter_map(|s| s.conn().map(|c| (s.clone(), c)))
             .collect();
-        let best = |pred: &dyn Fn(usize) -> bool| {
-            live.iter()
-                .filter(|(i, _)| pred(*i))
-                .min_by_key(|(i, _)| self.servers[*i].outstanding.load(Ordering::Relaxed))
-                .cloned()
-        };
-        best(&|i| !tried.contains(&i) && self.servers[i].circuit_closed())
-            .or_else(|| best(&|i| !tried.contains(&i)))
-            .or_else(|| best(&|_| true))
+        let untried = |s: &Arc<ServerState>| !tried.iter().any(|t| Arc::ptr_eq(t, s));
+        let serving = |s: &Arc<ServerState>| !s.drain.load(Ordering::Relaxed);
+        best(&live, |s| untried(s) && serving(s) && s.circuit_closed())
+            .or_else(|| best(&live, |s| untried(s) && serving(s)))
+            .or_else(|| best(&live, untried))
+            .or_else(|| best(&live, |_| true))
     }
 
     /// Signs on some key server, retrying elsewhere on failure, timeout or overload.
     pub async fn sign(self: Arc<Self>, key_id: KeyId, algorithm: u16, payload: Vec<u8>) -> Result<Vec<u8>, String> {
+        let started = Instant::now();
+        let m = metrics();
         let request = Request::Sign {
             key_id,
             algorithm,
             payload,
         };
-        let timeout = self
-            .servers
-            .first()
-            .map_or(Duration::from_secs(1), |s| s.settings.request_timeout);
-        let attempts = 1 + self.servers.first().map_or(0, |s| s.settings.retries);
-        let mut tried = Vec::new();
+        let timeout = self.settings.request_timeout;
+        let attempts = 1 + self.settings.retries;
+        let mut tried: Vec<Arc<ServerState>> = Vec::new();
         let mut last = "no key server is reachable".to_string();
-        for _ in 0..attempts {
-            let Some((i, conn)) = self.pick(&tried) else { break };
-            tried.push(i);
-            let server = &self.servers[i];
+        for attempt in 0..attempts {
+            let Some((server, conn)) = self.pick(&tried) else { break };
+            if attempt > 0 {
+                m.retries.inc();
+            }
+            tried.push(server.clone());
             let Ok((id, rx)) = conn.request(&request) else {
                 last = format!("{}: connection closed", server.addr);
+                count(&server, "connection_lost");
                 continue;
             };
+            let in_flight = m.in_flight.get_or_create(&server.labels).clone();
+            in_flight.inc();
             server.outstanding.fetch_add(1, Ordering::Relaxed);
             conn.outstanding.fetch_add(1, Ordering::Relaxed);
+            let sent = Instant::now();
             let answer = tokio::time::timeout(timeout, rx).await;
             server.outstanding.fetch_sub(1, Ordering::Relaxed);
             conn.outstanding.fetch_sub(1, Ordering::Relaxed);
+            in_flight.dec();
+            if let Ok(Ok(_)) = &answer {
+                m.attempt_duration
+                    .get_or_create(&server.labels)
+                    .observe(sent.elapsed().as_secs_f64());
+            }
             match answer {
                 Ok(Ok(Response::Signature(sig))) => {
                     server.success();
+                    count(&server, "ok");
+                    m.sign_duration.observe(started.elapsed().as_secs_f64());
                     return Ok(sig);
                 }
                 Ok(Ok(Response::Error(code @ (ErrorCode::UnknownKey | ErrorCode::UnsupportedAlgorithm)))) => {
                     server.success();
+                    count(&server, error_label(code));
+                    m.failures.inc();
                     return Err(format!(
                         "key server {} answered {code} for key {}",
                         server.addr,
@@ -197,20 +318,89 @@ impl Client {
                 }
                 Ok(Ok(other)) => {
                     server.failure();
+                    count(
+                        &server,
+                        match &other {
+                            Response::Error(code) => error_label(*code),
+                            _ => "other",
+                        },
+                    );
                     last = format!("{}: {other:?}", server.addr);
                 }
                 Ok(Err(_)) => {
                     server.failure();
+                    count(&server, "connection_lost");
                     last = format!("{}: connection lost", server.addr);
                 }
                 Err(_) => {
                     conn.cancel(id);
                     server.failure();
+                    count(&server, "timeout");
                     last = format!("{}: timed out after {timeout:?}", server.addr);
                 }
             }
             tracing::debug!(error = %last, "key server request failed; retrying elsewhere");
         }
+        m.failures.inc();
         Err(last)
+    }
+}
+
+/// A server and the connection a request would use.
+type Choice = (Arc<ServerState>, Arc<Conn>);
+
+/// Among `live` servers accepted by `pred`, the least loaded (outstanding / weight); ties at
+/// random in proportion to weight.
+fn best(live: &[Choice], pred: impl Fn(&Arc<ServerState>) -> bool) -> Option<Choice> {
+    let load = |s: &ServerState| {
+        (
+            s.outstanding.load(Ordering::Relaxed) as u64,
+            u64::from(s.weight.load(Ordering::Relaxed).max(1)),
+        )
+    };
+    let candidates: Vec<(&Choice, (u64, u64))> = live
+        .iter()
+        .filter(|(s, _)| pred(s))
+        .map(|entry| (entry, load(&entry.0)))
+        .collect();
+    // a/b < c/d  <=>  a*d < c*b
+    let (low_n, low_w) = candidates
+        .iter()
+        .map(|(_, l)| *l)
+        .min_by(|(a, b), (c, d)| (a * d).cmp(&(c * b)))?;
+    let ties: Vec<_> = candidates
+        .into_iter()
+        .filter(|(_, (n, w))| n * low_w == low_n * w)
+        .collect();
+    let total: u64 = ties.iter().map(|(_, (_, w))| w).sum();
+    let mut ticket = rand::rng().random_range(0..total.max(1));
+    for (entry, (_, w)) in &ties {
+        if ticket < *w {
+            return Some((entry.0.clone(), entry.1.clone()));
+        }
+        ticket -= w;
+    }
+    ties.last().map(|(entry, _)| (entry.0.clone(), entry.1.clone()))
+}
+
+fn count(server: &ServerState, result: &'static str) {
+    metrics()
+        .attempts
+        .get_or_create(&AttemptLabels {
+            pool: server.labels.pool.clone(),
+            server: server.labels.server.clone(),
+            result,
+        })
+        .inc();
+}
+
+fn error_label(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::UnknownKey => "unknown_key",
+        ErrorCode::UnsupportedAlgorithm => "unsupported_algorithm",
+        ErrorCode::Overloaded => "overloaded",
+        ErrorCode::Internal => "internal",
+        ErrorCode::Malformed => "malformed",
+        _ => "other",
     }
 }

@@ -62,6 +62,11 @@ impl Conn {
         }
     }
 
+    /// Marks the connection dead and fails every request still in flight.
+    pub(crate) fn close(&self) {
+        self.kill();
+    }
+
     /// Marks the connection dead and fails every request in flight (their callers retry).
     fn kill(&self) {
         self.alive.store(false, Ordering::Release);
@@ -75,7 +80,11 @@ pub async fn run_slot(server: Arc<ServerState>, slot: usize, mut stop: watch::Re
     loop {
         let attempt = tokio::select! {
             r = connect_and_serve(&server, slot) => r,
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                // Dropping the connection closes its writer, then the socket.
+                server.clear_slot(slot);
+                return;
+            }
         };
         match attempt {
             Ok(()) => backoff = Duration::from_millis(50),

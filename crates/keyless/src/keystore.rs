@@ -4,10 +4,25 @@
 use crate::codec::KeyId;
 use boring::hash::MessageDigest;
 use boring::pkey::{HasPublic, PKey, PKeyRef};
+use boring::ssl::SslSignatureAlgorithm;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tlsgate_tls::keys::{KeyType, LocalKey};
+use tlsgate_tls::keys::{KeyError, KeyType, LocalKey};
+
+/// What makes a key server's signatures. The software signer ([`LocalKey`], BoringSSL) is the
+/// one implementation today; an accelerator (a GPU batch signer, an HSM) implements this trait
+/// and plugs in without any change to the protocol or the worker pool.
+pub trait Signer: Send + Sync + 'static {
+    /// Signs `input` with `algorithm` (already checked against the key type).
+    fn sign(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> Result<Vec<u8>, KeyError>;
+}
+
+impl Signer for LocalKey {
+    fn sign(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.sign_now(algorithm, input)
+    }
+}
 
 /// One loaded key.
 pub struct Key {
@@ -18,7 +33,7 @@ pub struct Key {
     /// Key type (decides which signature schemes it serves).
     pub kind: KeyType,
     /// The signer.
-    pub signer: LocalKey,
+    pub signer: Box<dyn Signer>,
     /// Where it came from.
     pub path: PathBuf,
 }
@@ -83,7 +98,7 @@ impl KeyStore {
             id,
             label: hex(&id[..8]),
             kind,
-            signer: LocalKey::new(pkey),
+            signer: Box::new(LocalKey::new(pkey)),
             path: path.to_path_buf(),
         };
         self.keys.insert(id, Arc::new(key));

@@ -5,7 +5,8 @@
 //! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`signer_pool`],
 //!   [`server`], [`server_metrics`].
 //! - Gateway side: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`), [`client`] (key-server
-//!   pool: choice, retry, circuit breaking), [`client_conn`] (one pipelined connection).
+//!   pool: weighted choice, drain, retry, circuit breaking), [`client_conn`] (one pipelined
+//!   connection), [`pools`] (runtime membership and its admin API), [`client_metrics`].
 //! - Shared: [`tls_setup`] (mutual TLS 1.3), [`frame_writer`] (coalescing writer task),
 //!   [`algorithms`] (signature scheme code points).
 #![forbid(unsafe_code)]
@@ -19,9 +20,13 @@ pub mod client;
 #[cfg(feature = "net")]
 pub mod client_conn;
 #[cfg(feature = "net")]
+pub mod client_metrics;
+#[cfg(feature = "net")]
 pub mod frame_writer;
 #[cfg(feature = "net")]
 pub mod keystore;
+#[cfg(feature = "net")]
+pub mod pools;
 #[cfg(feature = "net")]
 pub mod remote;
 #[cfg(feature = "net")]

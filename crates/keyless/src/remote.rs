@@ -1,11 +1,13 @@
 //! [`RemoteKey`]: a [`KeyBackend`] whose signatures come from key servers, and the factory that
 //! tlsgate-tls calls for certificates configured with `key_servers` ([`install`]).
 //!
-//! Certificates naming the same key-server list (with the same `[keyless]` settings) share one
-//! [`Client`], and a configuration reload that keeps the list keeps the connections.
+//! Certificates naming the same key-server pool (with the same `[keyless]` connection settings
+//! and the same configured members) share one [`Client`], and a configuration reload that keeps
+//! them keeps the connections and any member changes made at runtime.
 
 use crate::algorithms;
-use crate::client::{Client, RUNTIME};
+use crate::client::Client;
+use crate::client_metrics::OperationLabels;
 use crate::codec::KeyId;
 use crate::keystore::{hex, key_id};
 use boring::pkey::{PKeyRef, Public};
@@ -21,15 +23,19 @@ use tlsgate_tls::remote_keys::RemoteKeys;
 pub struct RemoteKey {
     client: Arc<Client>,
     id: KeyId,
+    /// First 16 hex digits of the key id (the metrics label).
+    label: String,
     key_type: KeyType,
 }
 
 impl RemoteKey {
     /// The key of the certificate whose public key is `public`, signed for by `client`.
     pub fn new(client: Arc<Client>, public: &PKeyRef<Public>) -> Result<Self, String> {
+        let id = key_id(public).map_err(|e| e.to_string())?;
         Ok(Self {
             client,
-            id: key_id(public).map_err(|e| e.to_string())?,
+            id,
+            label: hex(&id[..8]),
             key_type: KeyType::of(public),
         })
     }
@@ -44,16 +50,28 @@ impl KeyBackend for RemoteKey {
         let Some(code) = algorithms::code(algorithm) else {
             return Box::pin(std::future::ready(Err(KeyError::UnsupportedAlgorithm(algorithm))));
         };
-        let (client, id) = (self.client.clone(), self.id);
-        let handle = RUNTIME.spawn(client.sign(id, code, input.to_vec()));
+        // The request is queued on the key-server connection's writer and the answer comes
+        // back on a oneshot: nothing here blocks, so the handshake's own task drives it (no hop
+        // through the keyless runtime and back).
+        let id = self.id;
+        let signing = self.client.clone().sign(id, code, input.to_vec());
+        let label = self.label.clone();
         Box::pin(async move {
-            match handle.await {
-                Ok(Ok(sig)) => Ok(sig),
-                Ok(Err(e)) => {
+            match signing.await {
+                Ok(sig) => {
+                    crate::client_metrics::metrics()
+                        .operations
+                        .get_or_create(&OperationLabels {
+                            key: label,
+                            algorithm: algorithms::label(code),
+                        })
+                        .inc();
+                    Ok(sig)
+                }
+                Err(e) => {
                     tracing::warn!(key_id = %hex(&id), error = %e, "keyless signature failed: handshake aborted");
                     Err(KeyError::Unavailable(e))
                 }
-                Err(e) => Err(KeyError::Unavailable(e.to_string())),
             }
         })
     }
@@ -69,16 +87,18 @@ impl RemoteKeys for Factory {
     fn backend(
         &self,
         keyless: &KeylessConfig,
+        pool: &str,
         servers: &[String],
         public: &PKeyRef<Public>,
     ) -> Result<Arc<dyn KeyBackend>, String> {
-        let cache_key = format!("{keyless:?}|{servers:?}");
+        let cache_key = format!("{}|{pool}|{servers:?}", keyless.connection_settings());
         let mut clients = self.clients.lock();
         clients.retain(|_, c| c.strong_count() > 0);
         let client = match clients.get(&cache_key).and_then(Weak::upgrade) {
             Some(c) => c,
             None => {
-                let c = Client::start(keyless, servers)?;
+                let c = Client::start(keyless, pool, servers)?;
+                crate::pools::register(&c);
                 clients.insert(cache_key, Arc::downgrade(&c));
                 c
             }
@@ -87,7 +107,7 @@ impl RemoteKeys for Factory {
     }
 }
 
-/// Makes `key_servers` certificates usable in this process (call once at startup).
+/// Makes `key_servers` / `key_server_pool` certificates usable in this process (call once at startup).
 pub fn install() {
     tlsgate_tls::remote_keys::install(Box::new(Factory::default()));
 }

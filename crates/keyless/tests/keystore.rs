@@ -58,7 +58,7 @@ fn every_key_type_loads_and_signs_only_its_schemes() {
             let alg = algorithms::from_code(code).unwrap();
             let sig = loaded
                 .signer
-                .sign_now(alg, b"message")
+                .sign(alg, b"message")
                 .unwrap_or_else(|e| panic!("{name} {code:#x}: {e}"));
             assert!(!sig.is_empty());
         }

@@ -195,12 +195,17 @@ impl GatewayProcess {
 
     /// A plain HTTP/1.1 request to the admin listener: (status, body).
     pub fn http_get(&self, path: &str) -> Option<(u16, String)> {
-        admin_request(self.admin_port, "GET", path)
+        admin_request(self.admin_port, "GET", path, "")
+    }
+
+    /// Any request with a body to the admin listener (JSON APIs): (status, body).
+    pub fn admin_call(&self, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+        admin_request(self.admin_port, method, path, body)
     }
 
     /// POST /reload through the admin listener.
     pub fn reload(&self) -> (u16, String) {
-        admin_request(self.admin_port, "POST", "/reload").expect("admin reachable")
+        admin_request(self.admin_port, "POST", "/reload", "").expect("admin reachable")
     }
 
     /// The Prometheus text.
@@ -230,12 +235,15 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-fn admin_request(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
+fn admin_request(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     s.write_all(
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .as_bytes(),
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
     )
     .ok()?;
     let mut text = String::new();

@@ -395,12 +395,14 @@ fn build_site(
         let leaf_key = chain[0].public_key().map_err(setting(&at))?;
         let Some(key_path) = &cert.key else {
             // Keyless: the key servers sign; the key type comes from the certificate.
-            let backend = crate::remote_keys::backend(keyless, &cert.key_servers, &leaf_key).map_err(|message| {
-                TlsBuildError::Setting {
-                    field: format!("{at}.key_servers"),
-                    message,
-                }
-            })?;
+            let pool = cert.key_server_pool.as_deref();
+            let backend =
+                crate::remote_keys::backend(keyless, pool, &cert.key_servers, &leaf_key).map_err(|message| {
+                    TlsBuildError::Setting {
+                        field: format!("{at}.key_servers"),
+                        message,
+                    }
+                })?;
             variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
             continue;
         };

@@ -9,10 +9,12 @@ use tlsgate_config::KeylessConfig;
 
 /// Makes key backends for certificates whose private key lives on key servers.
 pub trait RemoteKeys: Send + Sync + 'static {
-    /// A backend signing for the certificate whose public key is `public`, on `servers`.
+    /// A backend signing for the certificate whose public key is `public`, on the key-server
+    /// pool `pool` whose members at startup are `servers`.
     fn backend(
         &self,
         keyless: &KeylessConfig,
+        pool: &str,
         servers: &[String],
         public: &PKeyRef<Public>,
     ) -> Result<Arc<dyn KeyBackend>, String>;
@@ -25,9 +27,11 @@ pub fn install(factory: Box<dyn RemoteKeys>) {
     let _ = REMOTE_KEYS.set(factory);
 }
 
-/// A backend for a certificate served by `servers`; the error names what is missing.
+/// A backend for a certificate served by key servers: the named pool `pool`, or else the
+/// anonymous pool `servers` (named after its list); the error names what is missing.
 pub(crate) fn backend(
     keyless: Option<&KeylessConfig>,
+    pool: Option<&str>,
     servers: &[String],
     public: &PKeyRef<Public>,
 ) -> Result<Arc<dyn KeyBackend>, String> {
@@ -35,5 +39,15 @@ pub(crate) fn backend(
     let factory = REMOTE_KEYS
         .get()
         .ok_or("this program was built without keyless support")?;
-    factory.backend(keyless, servers, public)
+    match pool {
+        Some(name) => {
+            let pool = keyless
+                .pools
+                .iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| format!("no [[keyless.pool]] named {name:?}"))?;
+            factory.backend(keyless, &pool.name, &pool.servers, public)
+        }
+        None => factory.backend(keyless, &servers.join(","), servers, public),
+    }
 }

@@ -1,11 +1,15 @@
 //! The `tlsgate` command: `serve`, `check`, `reload`, `bench`, `probe`.
+//! `ctl`: edit the cluster's control-plane document (docs/CONTROL.md).
+//! `lab`: the network lab (link emulator between namespaces, TTLB experiments; docs/LAB.md).
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
 mod check;
 mod cluster_setup;
+mod ctl_cmd;
 mod demo;
 mod keyserver_cmd;
+mod lab_cmd;
 mod logging;
 mod probe_cmd;
 mod reload;
@@ -54,6 +58,11 @@ enum Command {
     Probe(Box<probe_cmd::ProbeArgs>),
     /// Run a key server for keyless TLS: holds private keys, signs for gateways over mutual TLS.
     Keyserver(keyserver_cmd::KeyServerArgs),
+    /// Edit the cluster's dynamic configuration in Redis (key-server pools): show, history,
+    /// publish, rollback, add/remove/drain/weight, nodes.
+    Ctl(Box<ctl_cmd::CtlArgs>),
+    /// Network lab (root): emulated links between namespaces; TTLB and latency-trick experiments.
+    Lab(lab_cmd::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +75,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Probe(args) => probe_cmd::run(&args),
         Command::Keyserver(args) => keyserver_cmd::run(&args),
+        Command::Lab(args) => lab_cmd::run(&args),
+        Command::Ctl(args) => ctl_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

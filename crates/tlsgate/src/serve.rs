@@ -3,6 +3,9 @@
 //! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain), ticket-key rotation and OCSP
 //! staple refreshing.
 
+mod admin_api;
+mod control_plane;
+
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
 use std::future::Future;
@@ -56,7 +59,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!("{}: {issue}", path.display());
     }
     let config = loaded.config;
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    tlsgate_keyless::client_metrics::register(metrics.registry_mut());
+    let metrics = Arc::new(metrics);
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
 
@@ -64,7 +69,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let cluster = {
         let _runtime = control.enter();
-        crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?
+        let cluster =
+            crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+        control_plane::start(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: control: {e:#}", path.display()))?;
+        cluster
     };
 
     let workers = match config.server.workers {
@@ -254,11 +262,16 @@ impl AdminHooks for Hooks {
         m.set_gauge("cert_compression_bytes_saved_total", cc.bytes_saved.load(Relaxed));
         m.set_gauge("cert_compressions_computed_total", cc.computed.load(Relaxed));
         tlsgate_proxy::stapling::export_metrics(gw);
+        control_plane::export_metrics(m);
     }
 
     fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
         let control = self.0.clone();
         Box::pin(async move { control.reload().await })
+    }
+
+    fn api(&self, method: &tlsgate_admin::Method, path: &str, body: &[u8]) -> Option<tlsgate_admin::ApiFuture> {
+        admin_api::route(method, path, body)
     }
 }
 

@@ -296,3 +296,124 @@ fn hold_keeps_idle_connections_open_then_reuses_them() {
     );
     assert_eq!(n(&s, "errors_total"), 0);
 }
+
+/// Runs `tlsgate bench ARGS URL` expecting it to stop before running (no JSON summary);
+/// returns (exit code, stderr).
+fn bench_refused(f: &common::Fixture, args: &[&str]) -> (i32, String) {
+    let out = Command::new(common::binary())
+        .arg("bench")
+        .args(args)
+        .arg(format!("https://127.0.0.1:{}/hello", f.https))
+        .output()
+        .expect("run tlsgate bench");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sigalgs_select_the_certificate_and_an_impossible_list_fails_cleanly() {
+    let f = common::start("", "");
+    // The site has an ECDSA P-256 and an RSA certificate: offering only RSA-PSS (or only ECDSA)
+    // selects the matching one, in TLS 1.3 and TLS 1.2; the server's metrics agree.
+    let full = [
+        "--handshake-only",
+        "--no-ticket",
+        "--no-session-id",
+        "-c",
+        "2",
+        "-n",
+        "20",
+    ];
+    let mut total = 0;
+    for (tls, sigalgs, cert) in [
+        ("1.3", "rsa_pss_rsae_sha256", "rsa"),
+        ("1.2", "rsa_pss_rsae_sha256", "rsa"),
+        ("1.3", "ecdsa_secp256r1_sha256", "ecdsa_p256"),
+        ("1.2", "rsa_pkcs1_sha256:rsa_pss_rsae_sha384", "rsa"),
+    ] {
+        let (code, stdout, s) = bench(&f, &[&full[..], &["--tls", tls, "--sigalgs", sigalgs]].concat());
+        assert_eq!(code, 0, "{stdout}");
+        assert_eq!((n(&s, "handshakes"), n(&s, "errors_total")), (20, 0), "{stdout}");
+        let signed: Vec<(&String, &Value)> = s["sigalgs"].as_object().unwrap().iter().collect();
+        assert_eq!(signed.len(), 1, "{tls} {sigalgs}: {stdout}");
+        assert!(
+            sigalgs.split(':').any(|a| a == signed[0].0),
+            "{tls} {sigalgs}: {stdout}"
+        );
+        assert_eq!(signed[0].1, 20);
+        assert!(
+            stdout.contains(&format!("server signatures: {} 20", signed[0].0)),
+            "{stdout}"
+        );
+        total += 20;
+        wait_for_server_handshakes(&f, total);
+        let labels = [format!("version=\"TLSv{tls}\""), format!("cert=\"{cert}\"")];
+        let served = f.gw.metric(
+            "tlsgate_handshakes_total",
+            &labels.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(served >= 20.0, "{tls} {sigalgs}: {}", f.gw.metrics());
+    }
+    assert_eq!(f.gw.metric("tlsgate_handshakes_total", &["cert=\"rsa\""]), 60.0);
+    assert_eq!(f.gw.metric("tlsgate_handshakes_total", &["cert=\"ecdsa_p256\""]), 20.0);
+
+    // No certificate can sign with Ed25519: every handshake fails, the summary says why, exit 1.
+    let (code, stdout, s) = bench(&f, &["--sigalgs", "ed25519", "-c", "1", "-n", "3"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!((n(&s, "handshakes"), n(&s, "requests")), (0, 0), "{stdout}");
+    assert_eq!(s["errors"]["handshake"], 3, "{stdout}");
+    let first = s["first_error"]["handshake"].as_str().unwrap().to_ascii_lowercase();
+    assert!(first.contains("handshake_failure"), "{first}");
+    assert!(
+        first.contains("the server accepted none of what was offered with --sigalgs ed25519"),
+        "{first}"
+    );
+
+    // A name BoringSSL does not know stops the bench before it connects, naming the flag.
+    let (code, stderr) = bench_refused(&f, &["--sigalgs", "ecdsa_secp256r1_sha256:rsa_pss_nope", "-n", "1"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("--sigalgs ecdsa_secp256r1_sha256:rsa_pss_nope: not a valid signature algorithm list"),
+        "{stderr}"
+    );
+    wait_for_server_handshakes(&f, 80);
+    assert_eq!(
+        f.gw.metric("tlsgate_handshakes_total", &[]),
+        80.0,
+        "no handshake from the refused runs"
+    );
+}
+
+#[test]
+fn alpn_lists_are_offered_and_checked() {
+    let f = common::start("", "");
+    // --h2 with a browser-like list: the server picks h2 and every request is HTTP/2.
+    let (code, stdout, s) = bench(&f, &["--h2", "--alpn", "h2,http/1.1", "-c", "2", "-n", "50"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        (s["protocol"].as_str(), n(&s, "requests")),
+        (Some("h2"), 50),
+        "{stdout}"
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\"", "protocol=\"h2\""]),
+        50.0
+    );
+    // No ALPN extension at all: the server falls back to HTTP/1.1.
+    let (code, stdout, s) = bench(&f, &["--alpn", "", "-c", "1", "-n", "10"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!((n(&s, "requests"), n(&s, "errors_total")), (10, 0), "{stdout}");
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\"", "protocol=\"h1\""]),
+        10.0
+    );
+    // Lists the bench could not speak are refused before connecting.
+    let (code, stderr) = bench_refused(&f, &["--alpn", "h2,http/1.1", "-n", "1"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("add --h2"), "{stderr}");
+    let (code, stderr) = bench_refused(&f, &["--h2", "--alpn", "http/1.1", "-n", "1"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--alpn must offer h2"), "{stderr}");
+}

@@ -39,6 +39,58 @@ fn h2_streams_agree_with_the_server_metrics() {
 }
 
 #[test]
+fn h2_new_conn_makes_one_connection_per_request() {
+    let f = common::start("", "");
+    // The harness's readiness check connected once: wait until the gateway has counted it.
+    let accepted = || f.gw.metric("tlsgate_connections_accepted_total", &[]);
+    common::wait_until(Duration::from_secs(10), || accepted() >= 1.0);
+    let accepted_before = accepted();
+    let (code, stdout, s) = bench(&f, &["--h2", "--new-conn", "--tls", "1.3", "-c", "2", "-n", "40"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        (s["protocol"].as_str(), s["mode"].as_str()),
+        (Some("h2"), Some("new-conn"))
+    );
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!((n(&s, "requests"), n(&s, "handshakes")), (40, 40), "{stdout}");
+    assert_eq!(n(&s, "bytes_received"), 40 * 13, "body bytes");
+    // Each thread offers the TLS 1.3 ticket of its previous connection.
+    assert!(n(&s, "resumed") >= 38, "{stdout}");
+    // Every request's latency counts from before its connect, as in HTTP/1.1 --new-conn.
+    assert!(
+        mean(&s, "connect") + mean(&s, "handshake") <= mean(&s, "ttfb") * 1.01,
+        "{stdout}"
+    );
+    // The server saw 40 connections, 40 handshakes and one HTTP/2 request on each, and the
+    // bench closed every connection it opened.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (f.gw.metric("tlsgate_handshakes_total", &[]) < 40.0 || f.gw.metric("tlsgate_open_connections", &[]) > 0.0)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(f.gw.metric("tlsgate_handshakes_total", &[]), 40.0, "{}", f.gw.metrics());
+    assert_eq!(accepted() - accepted_before, 40.0);
+    assert_eq!(
+        f.gw.metric("tlsgate_handshakes_total", &["outcome=\"tls13_psk\""]),
+        n(&s, "resumed") as f64
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\"", "protocol=\"h2\""]),
+        40.0
+    );
+    assert_eq!(f.gw.metric("tlsgate_requests_total", &[]), 40.0);
+    assert_eq!(f.gw.metric("tlsgate_open_connections", &[]), 0.0, "{}", f.gw.metrics());
+
+    // Under --rate as well (one connection per paced request).
+    let (code, stdout, s) = bench(&f, &["--h2", "--new-conn", "--rate", "50", "-c", "2", "-d", "1s"]);
+    assert_eq!(code, 0, "{stdout}");
+    let requests = n(&s, "requests");
+    assert!((45..=51).contains(&requests), "50/s for 1 s: {requests}\n{stdout}");
+    assert_eq!(n(&s, "handshakes"), requests, "{stdout}");
+}
+
+#[test]
 fn phases_add_up_and_json_matches_the_summary() {
     let f = common::start("", "");
     let (code, stdout, s) = bench(

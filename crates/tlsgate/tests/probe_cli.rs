@@ -12,18 +12,22 @@ use std::process::Command;
 /// returns (exit code, stderr, report).
 fn probe(f: &common::Fixture, args: &[&str]) -> (i32, String, Value) {
     let ca = f.pki.ca_file();
+    let fixed = [
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--sni",
+        "localhost",
+        "--path",
+        "/hello",
+    ];
+    probe_json(&[&fixed[..], args, &["--timeout", "10s", &f.connect()]].concat())
+}
+
+/// Runs `tlsgate probe --json ARGS`; returns (exit code, stderr, report).
+fn probe_json(args: &[&str]) -> (i32, String, Value) {
     let out = Command::new(common::binary())
-        .args([
-            "probe",
-            "--json",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--sni",
-            "localhost",
-        ])
-        .args(["--path", "/hello", "--timeout", "10s"])
+        .args(["probe", "--json"])
         .args(args)
-        .arg(f.connect())
         .output()
         .expect("run tlsgate probe");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -230,4 +234,204 @@ fn ocsp_staple_status_and_age() {
     let age = ocsp["age_s"].as_u64().unwrap();
     assert!((119..200).contains(&age), "age from thisUpdate: {age}");
     assert_eq!(r["connections"][0]["chain_certs"], 2);
+}
+
+#[test]
+fn sigalgs_select_the_certificate_and_impossible_ones_fail_cleanly() {
+    let f = common::start("", "");
+    for (tls, sigalgs, cert, signed) in [
+        ("1.3", "rsa_pss_rsae_sha256", "RSA", "rsa_pss_rsae_sha256"),
+        ("1.2", "rsa_pss_rsae_sha256", "RSA", "rsa_pss_rsae_sha256"),
+        ("1.3", "ecdsa_secp256r1_sha256", "ECDSA", "ecdsa_secp256r1_sha256"),
+        ("1.2", "RSA+SHA256", "RSA", "rsa_pkcs1_sha256"),
+    ] {
+        let (code, stderr, r) = probe(
+            &f,
+            &["-n", "2", "--tls", tls, "--sigalgs", sigalgs, "--expect-sigalg", signed],
+        );
+        assert_eq!(code, 0, "{tls} {sigalgs}: {stderr}\n{r:#}");
+        let c = &r["connections"];
+        assert_eq!(
+            (c[0]["cert_type"].as_str(), c[0]["sigalg"].as_str()),
+            (Some(cert), Some(signed))
+        );
+        // The resumption signs nothing; its certificate is the one from the session.
+        assert_eq!(
+            (c[1]["resumed"].as_bool(), c[1]["sigalg"].as_str()),
+            (Some(true), None),
+            "{c:#}"
+        );
+        assert_eq!(c[1]["cert_type"], cert);
+    }
+    wait_for(&f, 8);
+    assert_eq!(
+        f.gw.metric("tlsgate_handshakes_total", &["outcome=\"full\"", "cert=\"rsa\""]),
+        3.0
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_handshakes_total", &["outcome=\"full\"", "cert=\"ecdsa_p256\""]),
+        1.0
+    );
+
+    // The expectation fails when the server signs otherwise.
+    let (code, stderr, _) = probe(&f, &["-n", "1", "--expect-sigalg", "rsa_pss_rsae_sha256"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "--expect-sigalg rsa_pss_rsae_sha256 failed: connection 1 was signed with ecdsa_secp256r1_sha256"
+        ),
+        "{stderr}"
+    );
+    // No certificate of the site can sign with Ed25519: a failed connection whose message says
+    // what was offered.
+    let (code, stderr, r) = probe(&f, &["-n", "1", "--sigalgs", "ed25519"]);
+    assert_eq!(code, 1, "{r:#}");
+    let error = r["connections"][0]["error"].as_str().unwrap();
+    assert!(error.starts_with("TLS handshake failed ["), "{error}");
+    assert!(
+        error.contains("the server accepted none of what was offered with --sigalgs ed25519"),
+        "{error}"
+    );
+    assert!(stderr.contains("connection 1 failed: TLS handshake failed"), "{stderr}");
+    // An unknown name is refused before connecting, naming the flag.
+    let out = Command::new(common::binary())
+        .args(["probe", "--sigalgs", "ecdsa_secp256r1_sha256:bogus", &f.connect()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--sigalgs ecdsa_secp256r1_sha256:bogus: not a valid signature algorithm list"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn connect_to_keeps_the_target_name_for_sni_and_host() {
+    let f = common::start("", "");
+    let ca = f.pki.ca_file();
+    let (code, stderr, r) = probe_json(&[
+        "-n",
+        "1",
+        "--path",
+        "/hello",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--connect-to",
+        &f.connect(),
+        "--tfo",
+        "--expect-version",
+        "1.3",
+        "localhost:1",
+    ]);
+    assert_eq!(code, 0, "{stderr}\n{r:#}");
+    assert_eq!(r["addr"], f.connect());
+    assert_eq!(
+        r["sni"], "localhost",
+        "the certificate was verified for the target's name"
+    );
+    assert_eq!(r["connections"][0]["http_status"], 200);
+}
+
+/// One TLS 1.3 connection offering the session saved in `session`.
+fn from_session(session: &str) -> [&str; 6] {
+    ["-n", "1", "--tls", "1.3", "--sess-in", session]
+}
+
+/// A probe with a session saved by an earlier probe, expecting 0-RTT to be accepted.
+fn probe_early(f: &common::Fixture, session: &str) -> (i32, String, Value) {
+    let expect = ["--expect-early-data", "--expect-resume"];
+    probe(f, &[&from_session(session)[..], &expect[..]].concat())
+}
+
+#[test]
+fn rejected_zero_rtt_is_reported_and_fails_expect_early_data() {
+    // 0-RTT on: the first use of a ticket's early data is accepted, a replay of it is refused.
+    let f = common::start("[tls.tickets]\nearly_data = true\n", "");
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("ed.der");
+    let session = session.to_str().unwrap();
+    let (code, stderr, r) = probe(&f, &["-n", "1", "--tls", "1.3", "--sess-out", session]);
+    assert_eq!(code, 0, "{stderr}\n{r:#}");
+    assert_eq!(r["connections"][0]["new_session_early_data"], true, "{r:#}");
+
+    let (code, stderr, r) = probe_early(&f, session);
+    assert_eq!(code, 0, "{stderr}\n{r:#}");
+    let ed = &r["connections"][0]["early_data"];
+    assert_eq!(
+        (ed["offered"].as_bool(), ed["accepted"].as_bool()),
+        (Some(true), Some(true)),
+        "{ed}"
+    );
+
+    // The same session again: offered, refused as a replay; the request is sent again after
+    // the handshake (and answered), the PSK still resumes, and --expect-early-data fails.
+    let (code, stderr, r) = probe_early(&f, session);
+    assert_eq!(code, 1, "{stderr}\n{r:#}");
+    let c = &r["connections"][0];
+    let ed = &c["early_data"];
+    assert_eq!(
+        (
+            ed["session_capable"].as_bool(),
+            ed["offered"].as_bool(),
+            ed["accepted"].as_bool(),
+            ed["rejected"].as_bool()
+        ),
+        (Some(true), Some(true), Some(false), Some(true)),
+        "{ed}"
+    );
+    assert_eq!(ed["reason"], "peer_declined", "{ed}");
+    assert_eq!(
+        (c["http_status"].as_u64(), c["resumption"].as_str()),
+        (Some(200), Some("tls13_psk"))
+    );
+    assert_eq!(r["ok"], false);
+    assert!(
+        stderr.contains("expectation --expect-early-data failed: connection 1: 0-RTT rejected (peer_declined)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--expect-resume failed"), "{stderr}");
+    assert_eq!(
+        f.gw.metric("tlsgate_state", &["name=\"early_data_accepted_total\""]),
+        1.0
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_state", &["name=\"early_data_refused_replay_total\""]),
+        1.0
+    );
+    // The text report says it too.
+    let out = Command::new(common::binary())
+        .arg("probe")
+        .args(from_session(session))
+        .args(["--early-data", &f.connect()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("0-RTT sent, rejected (peer_declined)"), "{text}");
+}
+
+#[test]
+fn zero_rtt_is_never_accepted_when_the_gateway_has_it_off() {
+    let f = common::start("", "");
+    let (code, stderr, r) = probe(
+        &f,
+        &["-n", "2", "--tls", "1.3", "--expect-early-data", "--expect-resume"],
+    );
+    assert_eq!(code, 1, "{stderr}\n{r:#}");
+    let c = &r["connections"][1];
+    assert_eq!(c["resumption"], "tls13_psk", "{c:#}");
+    assert_eq!(c["early_data"]["accepted"], false, "{c:#}");
+    // The ticket does not allow early data, so nothing is sent.
+    assert_eq!(c["new_session_early_data"], false, "{c:#}");
+    assert!(
+        stderr
+            .contains("expectation --expect-early-data failed: connection 2: 0-RTT not sent (unsupported_for_session)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--expect-resume failed"), "{stderr}");
+    assert_eq!(
+        f.gw.metric("tlsgate_state", &["name=\"early_data_accepted_total\""]),
+        0.0
+    );
 }

@@ -1,10 +1,10 @@
 //! Command-line options of `tlsgate probe` and their validation into a [`ProbePlan`].
 
-use crate::args::{parse_duration, split_host_port};
+use crate::args::split_host_port;
+use crate::tls_opts::TlsOpts;
 use anyhow::{bail, Context};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// `tlsgate probe HOST:PORT`: connect N times and report what each handshake did.
 #[derive(clap::Args, Debug, Clone)]
@@ -18,28 +18,6 @@ pub struct ProbeArgs {
     /// Path of the GET sent on each connection (the HSTS header is read from its response).
     #[arg(long)]
     pub path: Option<String>,
-    /// Only this protocol version: `1.2` or `1.3`.
-    #[arg(long = "tls", value_parser = ["1.2", "1.3"])]
-    pub tls: Option<String>,
-    /// Key-exchange groups offered, in order (BoringSSL names, `:`-separated).
-    #[arg(long)]
-    pub groups: Option<String>,
-    /// TLS 1.2 cipher list (BoringSSL syntax).
-    #[arg(long)]
-    pub ciphers: Option<String>,
-    /// Server name sent in the ClientHello (default: the host unless it is an IP address;
-    /// empty: none).
-    #[arg(long)]
-    pub sni: Option<String>,
-    /// Verify the certificate against this CA file (PEM); no verification without it.
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Option<PathBuf>,
-    /// ALPN protocols offered, comma-separated (`h2,http/1.1`); the GET uses what is selected.
-    #[arg(long, default_value = "http/1.1")]
-    pub alpn: String,
-    /// Send no session-ticket extension (TLS 1.2 resumes by session ID only; TLS 1.3 never).
-    #[arg(long)]
-    pub no_ticket: bool,
     /// Send the request as TLS 1.3 early data (0-RTT) when the offered session allows it.
     #[arg(long)]
     pub early_data: bool,
@@ -49,9 +27,6 @@ pub struct ProbeArgs {
     /// Save the newest session received (DER) to this file at the end.
     #[arg(long, value_name = "FILE")]
     pub sess_out: Option<PathBuf>,
-    /// Longest wait for each connect, handshake or response.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    pub timeout: Duration,
     /// Print the report as JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -74,10 +49,17 @@ pub struct ProbeArgs {
     /// Fail unless every connection selected this ALPN protocol.
     #[arg(long, value_name = "PROTOCOL")]
     pub expect_alpn: Option<String>,
+    /// Fail unless every full handshake was signed by the server with this signature algorithm
+    /// (e.g. `rsa_pss_rsae_sha256`; see `--sigalgs`).
+    #[arg(long, value_name = "NAME")]
+    pub expect_sigalg: Option<String>,
     /// Fail unless every connection after the first (or every one, with `--sess-in`) had its
     /// 0-RTT data accepted (implies `--early-data`).
     #[arg(long)]
     pub expect_early_data: bool,
+    /// TLS and TCP options (shared with `tlsgate bench`).
+    #[command(flatten)]
+    pub opts: TlsOpts,
 }
 
 /// A validated probe.
@@ -113,20 +95,6 @@ pub fn normalise_version(v: &str) -> anyhow::Result<String> {
     }
 }
 
-/// Comma-separated protocol names → ALPN wire format.
-pub fn alpn_wire(list: &str) -> anyhow::Result<Vec<u8>> {
-    let mut wire = Vec::new();
-    for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let len = u8::try_from(p.len())
-            .ok()
-            .filter(|&l| l > 0)
-            .context("ALPN name too long")?;
-        wire.push(len);
-        wire.extend_from_slice(p.as_bytes());
-    }
-    Ok(wire)
-}
-
 impl ProbeArgs {
     /// Checks the options and resolves the target.
     pub fn plan(&self) -> anyhow::Result<ProbePlan> {
@@ -142,17 +110,8 @@ impl ProbeArgs {
         };
         let (host, port) =
             split_host_port(authority, 443).with_context(|| format!("{}: bad HOST:PORT", self.target))?;
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {host}"))?
-            .next()
-            .with_context(|| format!("{host} has no address"))?;
-        let sni = match &self.sni {
-            Some(s) if s.is_empty() => None,
-            Some(s) => Some(s.clone()),
-            None if host.parse::<std::net::IpAddr>().is_ok() => None,
-            None => Some(host.clone()),
-        };
+        let addr = self.opts.addr(&host, port)?;
+        let sni = self.opts.sni(&host);
         let path = self.path.clone().or(url_path).unwrap_or_else(|| "/".into());
         if !path.starts_with('/') {
             bail!("--path must start with /");
@@ -165,7 +124,7 @@ impl ProbeArgs {
             addr,
             sni,
             path,
-            alpn_wire: alpn_wire(&self.alpn)?,
+            alpn_wire: self.opts.alpn_wire("http/1.1")?,
             early_data: self.early_data || self.expect_early_data,
             expect_version,
         })
@@ -200,8 +159,15 @@ mod tests {
             "--alpn",
             "h2,http/1.1",
             "--expect-early-data",
+            "--sigalgs",
+            "rsa_pss_rsae_sha256",
+            "--connect-to",
+            "127.0.0.1:8443",
         ])
         .unwrap();
+        assert_eq!(p.addr, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(p.port, 9, "the target still gives the port for Host");
+        assert_eq!(p.args.opts.sigalgs.as_deref(), Some("rsa_pss_rsae_sha256"));
         assert_eq!((p.host.as_str(), p.path.as_str()), ("localhost", "/x?y"));
         assert_eq!(p.sni.as_deref(), Some("localhost"));
         assert_eq!(p.alpn_wire, b"\x02h2\x08http/1.1");

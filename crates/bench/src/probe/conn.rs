@@ -4,12 +4,10 @@
 use super::args::ProbePlan;
 use super::report::{ConnReport, Ocsp, Timings};
 use crate::http::{parse_response, Parsed};
+use crate::tls_opts::tcp_connect;
 use anyhow::{bail, Context};
 use boring::pkey::Id;
-use boring::ssl::{
-    ErrorCode, SslConnector, SslMethod, SslOptions, SslRef, SslSession, SslSessionCacheMode, SslVerifyMode, SslVersion,
-    StatusType,
-};
+use boring::ssl::{ErrorCode, SslConnector, SslRef, SslSession, SslSessionCacheMode, SslVersion, StatusType};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 use tlsgate_tls::client_ffi;
@@ -39,40 +37,11 @@ impl Prober {
     /// Builds the client context from the plan.
     pub fn new(plan: &ProbePlan) -> anyhow::Result<Self> {
         let a = &plan.args;
-        let mut b = SslConnector::builder(SslMethod::tls()).context("cannot create a TLS context")?;
-        let (min, max) = match a.tls.as_deref() {
-            Some("1.2") => (SslVersion::TLS1_2, SslVersion::TLS1_2),
-            Some("1.3") => (SslVersion::TLS1_3, SslVersion::TLS1_3),
-            _ => (SslVersion::TLS1_2, SslVersion::TLS1_3),
-        };
-        b.set_min_proto_version(Some(min))?;
-        b.set_max_proto_version(Some(max))?;
-        if let Some(groups) = &a.groups {
-            b.set_curves_list(groups)
-                .with_context(|| format!("--groups {groups}: unknown group"))?;
-        }
-        if let Some(ciphers) = &a.ciphers {
-            b.set_strict_cipher_list(ciphers)
-                .with_context(|| format!("--ciphers {ciphers}: not a valid cipher list"))?;
-        }
-        if !plan.alpn_wire.is_empty() {
-            b.set_alpn_protos(&plan.alpn_wire)?;
-        }
-        match &a.cacert {
-            Some(ca) => {
-                b.set_ca_file(ca)
-                    .with_context(|| format!("--cacert {}: cannot load", ca.display()))?;
-                b.set_verify(SslVerifyMode::PEER);
-            }
-            None => b.set_verify(SslVerifyMode::NONE),
-        }
-        if a.no_ticket {
-            b.set_options(SslOptions::NO_TICKET);
-        }
+        let mut b = a.opts.connector(&plan.alpn_wire)?;
         b.set_session_cache_mode(SslSessionCacheMode::CLIENT);
         let slot = Arc::new(Mutex::new(SessionSlot::default()));
         let s = slot.clone();
-        let no_ticket = a.no_ticket;
+        let no_ticket = a.opts.no_ticket;
         b.set_new_session_callback(move |_ssl: &mut SslRef, session: SslSession| {
             let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
             slot.count += 1;
@@ -103,7 +72,7 @@ impl Prober {
             report.early_data.session_capable = client_ffi::session_early_data_capable(s);
         }
         self.slot.lock().unwrap_or_else(|p| p.into_inner()).count = 0;
-        let budget = self.plan.args.timeout * 3;
+        let budget = self.plan.args.opts.timeout * 3;
         match timeout(budget, self.run(&mut report, offer.map(|o| o.0))).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => report.error = Some(format!("{e:#}")),
@@ -123,16 +92,14 @@ impl Prober {
     async fn run(&self, r: &mut ConnReport, offer: Option<SslSession>) -> anyhow::Result<()> {
         let plan = &self.plan;
         let t0 = Instant::now();
-        let tcp = timeout(plan.args.timeout, TcpStream::connect(plan.addr))
+        let opts = &plan.args.opts;
+        let tcp = timeout(opts.timeout, tcp_connect(plan.addr, opts.tfo))
             .await
             .context("TCP connect timed out")?
             .with_context(|| format!("cannot connect to {}", plan.addr))?;
         let _ = tcp.set_nodelay(true);
         let t_connect = t0.elapsed();
-        let mut cfg = self.connector.configure()?;
-        cfg.set_verify_hostname(plan.args.cacert.is_some());
-        cfg.set_use_server_name_indication(plan.sni.is_some());
-        let mut ssl = cfg.into_ssl(plan.sni.as_deref().unwrap_or(&plan.host))?;
+        let mut ssl = opts.ssl(&self.connector, plan.sni.as_deref(), &plan.host)?;
         ssl.set_status_type(StatusType::OCSP)?;
         if plan.early_data {
             client_ffi::set_early_data_enabled(&mut ssl, true);
@@ -141,12 +108,12 @@ impl Prober {
             tlsgate_tls::set_client_session(&mut ssl, s).context("SSL_set_session")?;
         }
         let mut tls = timeout(
-            plan.args.timeout,
+            plan.args.opts.timeout,
             tokio_boring::SslStreamBuilder::new(ssl, tcp).connect(),
         )
         .await
         .context("TLS handshake timed out")?
-        .map_err(|e| anyhow::anyhow!("TLS handshake failed: {e}"))?;
+        .map_err(|e| anyhow::anyhow!(opts.handshake_error(&e)))?;
         let t_handshake = t0.elapsed();
         r.early_data.offered = client_ffi::in_early_data(tls.ssl());
         let h2 = !r.early_data.offered && tls.ssl().selected_alpn_protocol() == Some(b"h2");
@@ -156,7 +123,7 @@ impl Prober {
         } else {
             let out = self.get_h1(&mut tls, r, t0).await?;
             self.tls_info(r, tls.ssl());
-            let _ = timeout(plan.args.timeout, tls.shutdown()).await;
+            let _ = timeout(plan.args.opts.timeout, tls.shutdown()).await;
             out
         };
         r.http_status = Some(status);
@@ -177,6 +144,12 @@ impl Prober {
             .current_cipher()
             .map(|c| c.standard_name().unwrap_or_else(|| c.name()).to_string());
         r.group = ssl.curve_name().map(str::to_string);
+        // BoringSSL keeps the original handshake's algorithm in a resumed session; nothing was
+        // signed on a resumption, so report none.
+        r.sigalg = ssl
+            .peer_signature_algorithm()
+            .filter(|_| !ssl.session_reused())
+            .map(|s| s.name().map_or_else(|| s.to_string(), str::to_string));
         r.alpn = ssl
             .selected_alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned());
@@ -218,7 +191,7 @@ impl Prober {
         let request = crate::args::build_request(&host_header(&plan.host, plan.port), &plan.path, &[], true)?;
         let mut buf = Vec::with_capacity(16 * 1024);
         let mut ttfb = None;
-        timeout(plan.args.timeout, tls.write_all(&request))
+        timeout(plan.args.opts.timeout, tls.write_all(&request))
             .await
             .context("write timed out")?
             .context("cannot send the request")?;
@@ -241,7 +214,7 @@ impl Prober {
                 }
             }
             buf.reserve(16 * 1024);
-            let read = timeout(plan.args.timeout, tls.read_buf(&mut buf))
+            let read = timeout(plan.args.opts.timeout, tls.read_buf(&mut buf))
                 .await
                 .context("response timed out")?;
             match read {
@@ -263,7 +236,7 @@ impl Prober {
                     r.early_data.rejected = true;
                     client_ffi::reset_early_data_reject(tls.ssl_mut());
                     buf.clear();
-                    timeout(plan.args.timeout, tls.write_all(&request))
+                    timeout(plan.args.opts.timeout, tls.write_all(&request))
                         .await
                         .context("write timed out")?
                         .context("cannot send the request again after 0-RTT was rejected")?;
@@ -283,7 +256,7 @@ impl Prober {
         tokio::spawn(conn);
         let uri = format!("https://{}{}", host_header(&plan.host, plan.port), plan.path);
         let req = hyper::Request::get(uri).body(http_body_util::Empty::<bytes::Bytes>::new())?;
-        let resp = timeout(plan.args.timeout, send.send_request(req))
+        let resp = timeout(plan.args.opts.timeout, send.send_request(req))
             .await
             .context("response timed out")?
             .context("HTTP/2 request failed")?;
@@ -293,7 +266,7 @@ impl Prober {
             .headers()
             .get("strict-transport-security")
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        timeout(plan.args.timeout, resp.into_body().collect())
+        timeout(plan.args.opts.timeout, resp.into_body().collect())
             .await
             .context("body timed out")?
             .context("cannot read the body")?;

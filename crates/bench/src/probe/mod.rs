@@ -16,7 +16,7 @@ use boring::ssl::SslSession;
 /// Runs the probe and returns its report (printing nothing).
 pub fn probe(plan: &ProbePlan) -> anyhow::Result<ProbeReport> {
     let a = &plan.args;
-    if plan.early_data && plan.alpn_wire.windows(3).any(|w| w == b"\x02h2") {
+    if plan.early_data && crate::tls_opts::alpn_offers(&plan.alpn_wire, b"h2") {
         bail!("--early-data sends an HTTP/1.1 request: offer --alpn http/1.1 only");
     }
     let mut offer = match &a.sess_in {

@@ -66,6 +66,9 @@ pub struct ConnReport {
     pub group: Option<String>,
     /// Leaf key type: `ECDSA`, `RSA`, `Ed25519`.
     pub cert_type: Option<String>,
+    /// The signature algorithm of the server's handshake signature (`rsa_pss_rsae_sha256`,
+    /// `ecdsa_secp256r1_sha256`, ...; none on a resumption, where nothing is signed).
+    pub sigalg: Option<String>,
     /// Certificates the server sent.
     pub chain_certs: usize,
     /// Their DER size in bytes.
@@ -110,6 +113,7 @@ impl ConnReport {
             cipher: None,
             group: None,
             cert_type: None,
+            sigalg: None,
             chain_certs: 0,
             chain_bytes: 0,
             cert_from_session: false,
@@ -254,6 +258,21 @@ pub fn expectations(plan: &ProbePlan, conns: &[ConnReport]) -> Vec<Expectation> 
             .collect();
         check(&mut out, format!("--expect-alpn {want}"), f);
     }
+    if let Some(want) = &a.expect_sigalg {
+        let f = done
+            .iter()
+            .filter(|c| !c.resumed)
+            .filter(|c| c.sigalg.as_deref() != Some(want))
+            .map(|c| {
+                format!(
+                    "connection {} was signed with {}",
+                    c.index,
+                    c.sigalg.as_deref().unwrap_or("nothing")
+                )
+            })
+            .collect();
+        check(&mut out, format!("--expect-sigalg {want}"), f);
+    }
     if a.expect_early_data {
         let f = done
             .iter()
@@ -307,9 +326,13 @@ impl ProbeReport {
                 c.group.as_deref().unwrap_or("(no key exchange)"),
             );
             let from = if c.cert_from_session { " (from the session)" } else { "" };
+            let signed = c
+                .sigalg
+                .as_deref()
+                .map_or(String::new(), |a| format!(" signed with {a}"));
             let _ = writeln!(
                 s,
-                "  certificate {}, chain {} certificates / {} bytes{from}; ALPN {}",
+                "  certificate {}{signed}, chain {} certificates / {} bytes{from}; ALPN {}",
                 c.cert_type.as_deref().unwrap_or("?"),
                 c.chain_certs,
                 c.chain_bytes,

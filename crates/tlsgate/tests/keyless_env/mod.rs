@@ -216,6 +216,98 @@ pub fn try_start_gateway(
     })
 }
 
+/// A gateway like [`start_gateway`] whose certificates name the `[[keyless.pool]]` `pool`, with
+/// `servers` as its members at startup; `top` is added to the top-level tables.
+pub fn start_gateway_with_pool(
+    pki: &TestPki,
+    client: &(PathBuf, PathBuf),
+    pool: &str,
+    servers: &[String],
+    top: &str,
+) -> Gateway {
+    let certs: String = ["ecdsa.pem", "rsa.pem"]
+        .iter()
+        .map(|f| {
+            format!(
+                "[[site.certificate]]\nchain = {}\nkey_server_pool = {pool:?}\n",
+                toml_path(&pki.path(f))
+            )
+        })
+        .collect();
+    let (https, admin) = (free_port(), free_port());
+    let top = format!(
+        "{top}\n{}[[keyless.pool]]\nname = {pool:?}\nservers = {servers:?}\n",
+        keyless_section(client, &pki.ca_file())
+    );
+    let text = common::config_with_certs(&certs, https, admin, &top, "");
+    let gw = GatewayProcess::try_start(common::binary(), &text, admin, &[https])
+        .unwrap_or_else(|log| panic!("gateway did not start:\n{log}"));
+    Gateway {
+        https,
+        ca: pki.ca_file(),
+        gw,
+    }
+}
+
+/// A test PKI with the site's certificates, their keys for key servers, the key servers' own
+/// certificate and a trusted gateway client certificate: everything a keyless test starts from.
+pub struct KeylessSetup {
+    pub pki: TestPki,
+    pub keys: PathBuf,
+    pub files: KeyServerFiles,
+    pub client: (PathBuf, PathBuf),
+}
+
+impl KeylessSetup {
+    pub fn new() -> Self {
+        let pki = TestPki::new();
+        let keys = site_keys(&pki);
+        let files = keyserver_files(&pki);
+        let client = client_cert(&pki, "gateway", "gateway-1");
+        Self {
+            pki,
+            keys,
+            files,
+            client,
+        }
+    }
+
+    /// A key server holding the site's keys, on a free port.
+    pub fn keyserver(&self) -> KeyServer {
+        start_keyserver(&self.pki, &self.files, free_port(), &[&self.keys], "")
+    }
+
+    /// A gateway whose certificates use the pool `main` (members `servers`); `top` is added.
+    pub fn gateway(&self, servers: &[String], top: &str) -> Gateway {
+        start_gateway_with_pool(&self.pki, &self.client, "main", servers, top)
+    }
+}
+
+/// `(address, weight, drain)` of each member of pool `name`, from a gateway's admin API.
+pub fn pool_members(gw: &Gateway, name: &str) -> Vec<(String, u64, bool)> {
+    let (status, body) = gw.gw.http_get("/keyless/pools").expect("admin reachable");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let pool = v["pools"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == name))
+        .unwrap_or_else(|| panic!("pool {name} listed: {body}"));
+    pool["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    (
+                        m["address"].as_str().unwrap_or_default().to_string(),
+                        m["weight"].as_u64().unwrap_or(0),
+                        m["drain"] == true,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Issues the site's ECDSA and RSA leaves into `pki` and moves their keys into a `keys/`
 /// directory (the gateway never sees them): returns that directory.
 pub fn site_keys(pki: &TestPki) -> PathBuf {

@@ -1,0 +1,354 @@
+//! The cluster's dynamic configuration document and its structural validation.
+//!
+//! One [`ClusterDocument`] per cluster holds what may change at runtime without a restart:
+//! key-server pools (members, weights, drain), upstream groups (servers, weights, drain) and
+//! per-site switches. Everything else stays in each node's static TOML. Unknown fields are
+//! refused (`deny_unknown_fields`) so a typo cannot silently do nothing.
+//!
+//! [`ClusterDocument::validate`] checks what can be checked without the node's TOML; a gateway
+//! adds its own semantic checks (the pool or site exists) through
+//! [`ClusterDocument::validate_with`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// Largest accepted member weight.
+pub const MAX_WEIGHT: u32 = 1000;
+/// Longest accepted pool, upstream or site name.
+pub const MAX_NAME_LEN: usize = 64;
+/// Most members (or servers) in one pool (or upstream group).
+pub const MAX_MEMBERS: usize = 1000;
+
+/// The dynamic configuration of one cluster (serialised as JSON in the store).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterDocument {
+    /// Key-server pools by name (the names the TOML's `key_server` pools use).
+    #[serde(default)]
+    pub key_server_pools: BTreeMap<String, KeyServerPool>,
+    /// Upstream groups by name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamGroup>,
+    /// Runtime switches per site (by the TOML's site name).
+    #[serde(default)]
+    pub sites: BTreeMap<String, SiteSwitches>,
+}
+
+/// One key-server pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyServerPool {
+    /// Key servers; order does not matter.
+    pub members: Vec<Member>,
+}
+
+/// One upstream group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamGroup {
+    /// Origin servers; order does not matter.
+    pub servers: Vec<Member>,
+}
+
+/// A pool member or upstream server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    /// `host:port` (`[v6]:port` for IPv6 literals).
+    pub address: String,
+    /// Relative share of new work, 1..=[`MAX_WEIGHT`].
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// A drained member gets no new work; existing work finishes.
+    #[serde(default)]
+    pub drain: bool,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl Member {
+    /// A member with weight 1, not drained.
+    pub fn new(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            weight: 1,
+            drain: false,
+        }
+    }
+}
+
+/// Per-site switches that are safe to flip at runtime. `None` keeps the static TOML's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSwitches {
+    /// Send `Strict-Transport-Security`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<bool>,
+    /// Accept TLS 1.3 0-RTT data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_data: Option<bool>,
+    /// Answer every request with the maintenance response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<bool>,
+}
+
+impl ClusterDocument {
+    /// Parses a document from JSON (unknown fields are errors).
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// Pretty JSON, the form `tlsgate ctl show` prints and `publish FILE` reads back.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a document always serialises")
+    }
+
+    /// Structural validation: names, addresses, weights, duplicates, at least one member that is
+    /// not drained in every pool and group. Returns every problem found, each naming its place
+    /// (`key_server_pools/main/members/1: …`).
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        for (name, pool) in &self.key_server_pools {
+            let at = format!("key_server_pools/{name}");
+            check_name(&at, name, &mut problems);
+            check_members(&at, "members", &pool.members, &mut problems);
+        }
+        for (name, group) in &self.upstreams {
+            let at = format!("upstreams/{name}");
+            check_name(&at, name, &mut problems);
+            check_members(&at, "servers", &group.servers, &mut problems);
+        }
+        for name in self.sites.keys() {
+            check_name(&format!("sites/{name}"), name, &mut problems);
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// [`validate`](Self::validate) plus the caller's checks (`extra` returns its problems; it is
+    /// called even when the structural checks fail, so every reason is reported at once).
+    pub fn validate_with<F>(&self, extra: F) -> Result<(), Vec<String>>
+    where
+        F: Fn(&ClusterDocument) -> Vec<String>,
+    {
+        let mut problems = self.validate().err().unwrap_or_default();
+        problems.extend(extra(self));
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+fn check_name(at: &str, name: &str, problems: &mut Vec<String>) {
+    if name.is_empty() {
+        problems.push(format!("{at}: name is empty"));
+    } else if name.len() > MAX_NAME_LEN {
+        problems.push(format!("{at}: name is longer than {MAX_NAME_LEN} characters"));
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        problems.push(format!("{at}: name contains {c:?} (allowed: A-Z a-z 0-9 . _ -)"));
+    }
+}
+
+fn check_members(at: &str, field: &str, members: &[Member], problems: &mut Vec<String>) {
+    if members.is_empty() {
+        problems.push(format!("{at}: no {field}"));
+        return;
+    }
+    if members.len() > MAX_MEMBERS {
+        problems.push(format!("{at}: {} {field}, at most {MAX_MEMBERS}", members.len()));
+    }
+    let mut seen = HashSet::new();
+    for (i, m) in members.iter().enumerate() {
+        let here = format!("{at}/{field}/{i}");
+        if let Err(why) = check_address(&m.address) {
+            problems.push(format!("{here}: address {:?}: {why}", m.address));
+        }
+        if m.weight == 0 || m.weight > MAX_WEIGHT {
+            problems.push(format!("{here}: weight {} is outside 1..={MAX_WEIGHT}", m.weight));
+        }
+        if !seen.insert(m.address.to_ascii_lowercase()) {
+            problems.push(format!("{here}: duplicate address {:?}", m.address));
+        }
+    }
+    if members.iter().all(|m| m.drain) {
+        problems.push(format!(
+            "{at}: every one of the {field} is drained (at least one must serve)"
+        ));
+    }
+}
+
+/// Checks `host:port`: a port in 1..=65535 and a DNS name, IPv4 address or bracketed IPv6
+/// address as host.
+pub fn check_address(address: &str) -> Result<(), String> {
+    let (host, port) = address.rsplit_once(':').ok_or("expected host:port")?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => {}
+        _ => return Err(format!("port {port:?} is not in 1..=65535")),
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner.strip_suffix(']').ok_or("unclosed '[' in host")?;
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .map(|_| ())
+            .map_err(|_| format!("{inner:?} is not an IPv6 address"));
+    }
+    if host.is_empty() {
+        return Err("host is empty".into());
+    }
+    if host.contains(':') {
+        return Err("IPv6 addresses must be bracketed: [addr]:port".into());
+    }
+    if host.len() > 253 {
+        return Err("host is longer than 253 characters".into());
+    }
+    for label in host.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err(format!("host {host:?} has an empty or over-long label"));
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!("host {host:?} contains characters outside A-Z a-z 0-9 - _ ."));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(format!("host {host:?} has a label starting or ending with '-'"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc() -> ClusterDocument {
+        ClusterDocument::from_json(
+            r#"{
+              "key_server_pools": { "main": { "members": [ {"address": "ks1.internal:2407", "weight": 1, "drain": false} ] } },
+              "upstreams":        { "app":  { "servers": [ {"address": "10.0.0.5:8080"} ] } },
+              "sites":            { "example": { "hsts": true, "early_data": false } }
+            }"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn parses_example_with_defaults() {
+        let d = doc();
+        assert_eq!(d.upstreams["app"].servers[0], Member::new("10.0.0.5:8080"));
+        assert_eq!(d.sites["example"].maintenance, None);
+        assert_eq!(d.sites["example"].early_data, Some(false));
+        assert_eq!(d.validate(), Ok(()));
+        let back = ClusterDocument::from_json(&d.to_json_pretty()).unwrap();
+        assert_eq!(back, d);
+        assert!(!d.to_json_pretty().contains("maintenance"));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        for bad in [
+            r#"{"pools": {}}"#,
+            r#"{"sites": {"a": {"hsts": true, "hst": false}}}"#,
+            r#"{"upstreams": {"a": {"servers": [{"address": "a:1", "wieght": 2}]}}}"#,
+        ] {
+            let err = ClusterDocument::from_json(bad).unwrap_err().to_string();
+            assert!(err.contains("unknown field"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn addresses() {
+        for ok in [
+            "a:1",
+            "ks1.internal:2407",
+            "10.0.0.5:8080",
+            "[::1]:443",
+            "my_host-2.x:65535",
+        ] {
+            assert_eq!(check_address(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "host",
+            ":80",
+            "host:",
+            "host:0",
+            "host:65536",
+            "host:+80",
+            "::1:443",
+            "[::1:443",
+            "[zz]:1",
+            "a..b:1",
+            "-a:1",
+            "a b:1",
+            "a/b:1",
+        ] {
+            assert!(check_address(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn validation_reports_every_problem_with_its_place() {
+        let mut d = doc();
+        let main = d.key_server_pools.get_mut("main").unwrap();
+        main.members[0].drain = true;
+        main.members.push(Member {
+            address: "ks1.internal:2407".into(),
+            weight: 0,
+            drain: true,
+        });
+        main.members.push(Member {
+            address: "nope".into(),
+            weight: 1001,
+            drain: true,
+        });
+        d.upstreams.insert("bad name".into(), UpstreamGroup::default());
+        d.sites.insert(String::new(), SiteSwitches::default());
+        let problems = d.validate().unwrap_err();
+        let expect = [
+            "key_server_pools/main/members/1: weight 0 is outside 1..=1000",
+            "key_server_pools/main/members/1: duplicate address \"ks1.internal:2407\"",
+            "key_server_pools/main/members/2: address \"nope\": expected host:port",
+            "key_server_pools/main/members/2: weight 1001 is outside 1..=1000",
+            "key_server_pools/main: every one of the members is drained (at least one must serve)",
+            "upstreams/bad name: name contains ' ' (allowed: A-Z a-z 0-9 . _ -)",
+            "upstreams/bad name: no servers",
+            "sites/: name is empty",
+        ];
+        for e in expect {
+            assert!(problems.iter().any(|p| p == e), "missing {e:?} in {problems:#?}");
+        }
+        assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn validate_with_adds_caller_checks() {
+        let d = doc();
+        let known_pools = ["other"];
+        let extra = |d: &ClusterDocument| {
+            d.key_server_pools
+                .keys()
+                .filter(|k| !known_pools.contains(&k.as_str()))
+                .map(|k| format!("key_server_pools/{k}: no such pool in the static configuration"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            d.validate_with(extra),
+            Err(vec![
+                "key_server_pools/main: no such pool in the static configuration".to_string()
+            ])
+        );
+        assert_eq!(d.validate_with(|_| Vec::new()), Ok(()));
+    }
+}

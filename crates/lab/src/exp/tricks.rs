@@ -1,0 +1,416 @@
+//! tricks: the latency tricks of seeds 001/003 measured in RTTs, on a slow lossy link and a fast
+//! one. Each row compares a baseline with the trick by time to first byte (TTFB, from the start
+//! of the TCP connect) and states the RTTs the trick should save and the RTTs it saved (p50).
+//!
+//! Rows: dynamic vs fixed 16 KB records (64 KiB response), TCP Fast Open (bench --tfo), full vs
+//! resumed handshakes (TLS 1.2 and 1.3), TLS 1.2 vs 1.3, TLS 1.3 resumed vs resumed with 0-RTT,
+//! and an OCSP staple on/off (bytes and handshake time; the client-side OCSP lookup a staple
+//! replaces is not emulated).
+
+use super::{tricks_report, Network, RunOpts};
+use crate::client::{bench_new_conn, probe, BenchOpts, ConnSample, ProbeOpts};
+use crate::exp::ttlb_pq::tempdir;
+use crate::gateway::{Gateway, GatewaySpec, Site};
+use crate::report::{write_csv, write_json, Pcts};
+use crate::{Lab, LinkSpec};
+use anyhow::Context;
+use serde::Serialize;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+use tlsgate_tls::pki::{ocsp_response, CertSpec, Certified, KeyKind, OcspStatus};
+
+/// One measured configuration (many samples).
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Network.
+    pub network: String,
+    /// RTT, ms.
+    pub rtt_ms: f64,
+    /// Label, e.g. `tls13-full`.
+    pub label: String,
+    /// TTFB.
+    pub ttfb: Pcts,
+    /// TTLB.
+    pub ttlb: Pcts,
+    /// Handshake (connect + TLS).
+    pub handshake: Pcts,
+    /// TTFB p50 in RTTs.
+    pub ttfb_rtts: f64,
+    /// Server→client IP bytes per connection (probe runs only).
+    pub down_bytes: u64,
+    /// Samples that did what the label says (resumed, 0-RTT accepted, stapled) / all samples.
+    pub as_labelled: String,
+}
+
+/// One trick: baseline vs trick.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trick {
+    /// Network.
+    pub network: String,
+    /// What is compared.
+    pub trick: String,
+    /// Baseline configuration label.
+    pub baseline: String,
+    /// Trick configuration label.
+    pub with_trick: String,
+    /// RTTs the trick should save (TTFB).
+    pub expected_rtts_saved: f64,
+    /// RTTs saved, measured at p50 (TTFB).
+    pub measured_rtts_saved: f64,
+    /// Baseline TTFB p50, ms.
+    pub baseline_ttfb_p50_ms: f64,
+    /// Trick TTFB p50, ms.
+    pub trick_ttfb_p50_ms: f64,
+    /// Baseline TTLB p50, ms.
+    pub baseline_ttlb_p50_ms: f64,
+    /// Trick TTLB p50, ms.
+    pub trick_ttlb_p50_ms: f64,
+    /// Note.
+    pub note: String,
+}
+
+fn networks(quick: bool) -> Vec<Network> {
+    let _ = quick;
+    vec![
+        Network::new("slow-lossy-100ms-2m-1pct", 100.0, 2.0, 0.01),
+        Network::new("fast-20ms-1g", 20.0, 1000.0, 0.0),
+    ]
+}
+
+struct Env<'a> {
+    opts: &'a RunOpts,
+    lab: &'a Lab,
+    work: &'a Path,
+    net: &'a Network,
+    configs: Vec<Config>,
+    samples: Vec<serde_json::Value>,
+}
+
+impl Env<'_> {
+    /// Runs `runs` probes of `po` against `addr`; keeps the samples whose index is in `keep`.
+    fn probe(
+        &mut self,
+        label: &str,
+        addr: std::net::SocketAddr,
+        po: &ProbeOpts,
+        runs: usize,
+        keep: &[usize],
+        check: fn(&ConnSample) -> bool,
+    ) -> anyhow::Result<()> {
+        let mut got: Vec<ConnSample> = vec![];
+        let mut bytes = 0u64;
+        for _ in 0..runs {
+            let (_, b0) = self.lab.stats();
+            let s = probe(&self.opts.exe, &self.lab.a, addr, po)?;
+            let (_, b1) = self.lab.stats();
+            bytes += b1.since(&b0).tx_bytes / s.len().max(1) as u64;
+            got.extend(s.into_iter().filter(|c| keep.contains(&c.index)));
+        }
+        for s in &got {
+            self.samples
+                .push(serde_json::json!({ "network": self.net.name, "config": label, "sample": s }));
+        }
+        let ok: Vec<&ConnSample> = got.iter().filter(|c| c.error.is_none()).collect();
+        let col = |f: fn(&ConnSample) -> f64| Pcts::of(&ok.iter().map(|c| f(c)).collect::<Vec<_>>());
+        let ttfb = col(|c| c.ttfb_ms);
+        self.configs.push(Config {
+            network: self.net.name.clone(),
+            rtt_ms: self.net.rtt_ms,
+            label: label.into(),
+            ttfb,
+            ttlb: col(|c| c.ttlb_ms),
+            handshake: col(|c| c.connect_ms + c.handshake_ms),
+            ttfb_rtts: ttfb.p50 / self.net.rtt_ms,
+            down_bytes: bytes / runs.max(1) as u64,
+            as_labelled: format!("{}/{}", ok.iter().filter(|c| check(c)).count(), got.len()),
+        });
+        Ok(())
+    }
+
+    fn bench(&mut self, label: &str, gw: &Gateway, n: usize, tfo: bool, groups: &str) -> anyhow::Result<()> {
+        let url = format!("https://plain.lab:{}/n/0/", gw.addr.port());
+        let o = BenchOpts {
+            url: &url,
+            addr: gw.addr,
+            sni: "plain.lab",
+            n,
+            tfo,
+            groups: Some(groups),
+        };
+        let r = bench_new_conn(&self.opts.exe, &self.lab.a, self.work, &o)?;
+        self.samples
+            .push(serde_json::json!({ "network": self.net.name, "config": label, "bench": r }));
+        let p = |x: f64| Pcts {
+            n: r.count as usize,
+            min: f64::NAN,
+            p50: x,
+            p75: f64::NAN,
+            p90: f64::NAN,
+            max: f64::NAN,
+        };
+        let mut ttfb = p(r.ttfb_p50_ms);
+        ttfb.p90 = r.ttfb_p90_ms;
+        self.configs.push(Config {
+            network: self.net.name.clone(),
+            rtt_ms: self.net.rtt_ms,
+            label: label.into(),
+            ttfb,
+            ttlb: p(r.ttlb_p50_ms),
+            handshake: p(f64::NAN),
+            ttfb_rtts: r.ttfb_p50_ms / self.net.rtt_ms,
+            down_bytes: 0,
+            as_labelled: format!("{} ok, {} errors", r.count, r.errors),
+        });
+        Ok(())
+    }
+
+    fn get(&self, label: &str) -> Option<&Config> {
+        self.configs
+            .iter()
+            .rev()
+            .find(|c| c.label == label && c.network == self.net.name)
+    }
+}
+
+/// Runs the experiment; returns the tricks (also written under `opts.out`).
+pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
+    std::fs::create_dir_all(&opts.out)?;
+    let work = tempdir()?;
+    let sites = pki(&work)?;
+    let cacert = work.join("ca.pem");
+    let lab = Lab::new(LinkSpec::default(), LinkSpec::default())?;
+    let bodies = vec![0, 64 * 1024];
+    let mk = |port, admin, dynamic| GatewaySpec {
+        port,
+        admin_port: admin,
+        dynamic_records: dynamic,
+        early_data: true,
+        tcp_fastopen: 256,
+        sites: sites.clone(),
+        bodies: bodies.clone(),
+    };
+    let dynamic = Gateway::start(&opts.exe, &lab.b, &work, "dynamic", &mk(443, 9090, true))?;
+    let fixed = Gateway::start(&opts.exe, &lab.b, &work, "fixed", &mk(444, 9091, false))?;
+    wait_for_staple(opts, &lab, &dynamic, &cacert)?;
+    let mut tricks = vec![];
+    let mut configs = vec![];
+    let mut samples = vec![];
+    for net in networks(opts.quick) {
+        net.apply(&lab)?;
+        lab.set_initcwnd(Some(10))?;
+        let n = opts.samples(false);
+        opts.log(&format!("{}: {n} samples per configuration", net.name));
+        let mut env = Env {
+            opts,
+            lab: &lab,
+            work: &work,
+            net: &net,
+            configs: vec![],
+            samples: vec![],
+        };
+        let base = ProbeOpts {
+            sni: "plain.lab".into(),
+            path: "/n/0/".into(),
+            connections: 1,
+            cacert: Some(cacert.clone()),
+            ..ProbeOpts::default()
+        };
+        let all = |_: &ConnSample| true;
+        // Records: fresh full TLS 1.3 handshakes, 64 KiB response.
+        let big = ProbeOpts {
+            path: "/n/65536/".into(),
+            connections: n,
+            no_ticket: true,
+            ..base.clone()
+        };
+        env.probe(
+            "records-fixed-16k",
+            fixed.addr,
+            &big,
+            1,
+            &(1..=n).collect::<Vec<_>>(),
+            all,
+        )?;
+        env.probe(
+            "records-dynamic",
+            dynamic.addr,
+            &big,
+            1,
+            &(1..=n).collect::<Vec<_>>(),
+            all,
+        )?;
+        // Versions and resumption: each run = a full handshake, then a resumed one.
+        for (v, early) in [("1.2", false), ("1.3", false), ("1.3", true)] {
+            let po = ProbeOpts {
+                tls: Some(v.into()),
+                connections: 2,
+                early_data: early,
+                ..base.clone()
+            };
+            let tag = if early {
+                "tls13-0rtt".to_string()
+            } else {
+                format!("tls{}", v.replace('.', ""))
+            };
+            // A run of one connection is a full handshake (each probe process starts without a
+            // session); the resumed ones come second in runs of two.
+            if !early {
+                let single = ProbeOpts {
+                    connections: 1,
+                    ..po.clone()
+                };
+                env.probe(&format!("{tag}-full"), dynamic.addr, &single, n, &[1], |c| !c.resumed)?;
+                env.probe(&format!("{tag}-resumed"), dynamic.addr, &po, n, &[2], |c| c.resumed)?;
+            } else {
+                env.probe(&tag, dynamic.addr, &po, n, &[2], |c| c.early_data_accepted)?;
+            }
+            // Runs of two: the second connection's bytes are the run's minus a full handshake's.
+            let full = env
+                .get(&format!("tls{}-full", v.replace('.', "")))
+                .map_or(0, |c| c.down_bytes);
+            if let Some(c) = env.configs.last_mut() {
+                c.down_bytes = (2 * c.down_bytes).saturating_sub(full);
+            }
+        }
+        // OCSP staple.
+        let full13 = ProbeOpts {
+            tls: Some("1.3".into()),
+            connections: n,
+            no_ticket: true,
+            ..base.clone()
+        };
+        env.probe(
+            "ocsp-off",
+            dynamic.addr,
+            &full13,
+            1,
+            &(1..=n).collect::<Vec<_>>(),
+            |c| !c.stapled,
+        )?;
+        let staple = ProbeOpts {
+            sni: "staple.lab".into(),
+            ..full13
+        };
+        env.probe(
+            "ocsp-stapled",
+            dynamic.addr,
+            &staple,
+            1,
+            &(1..=n).collect::<Vec<_>>(),
+            |c| c.stapled,
+        )?;
+        // TCP Fast Open (bench: fresh connections, no resumption; the first one fetches the cookie).
+        // With X25519MLKEM768 the ClientHello (~1.3 KB key share) no longer fits in the SYN.
+        for (g, tag) in [("X25519", "x25519"), ("X25519MLKEM768", "mlkem")] {
+            env.bench(&format!("tfo-off-{tag}"), &dynamic, n + 1, false, g)?;
+            env.bench(&format!("tfo-on-{tag}"), &dynamic, n + 1, true, g)?;
+        }
+
+        let rows: [(&str, &str, &str, f64, &str); 8] = [
+            ("dynamic vs fixed 16 KB records (64 KiB)", "records-fixed-16k", "records-dynamic", 1.0, "up to 1 RTT: the first byte needs the whole first record; a 16 KB record costs its serialization, and a round trip when it exceeds the congestion window (which grows during the handshake)"),
+            ("TCP Fast Open, X25519", "tfo-off-x25519", "tfo-on-x25519", 1.0, "ClientHello in the SYN (bench --tfo, cookie from the first connection)"),
+            ("TCP Fast Open, X25519MLKEM768", "tfo-off-mlkem", "tfo-on-mlkem", 1.0, "the hybrid ClientHello exceeds the SYN's MSS: the rest waits for the SYN-ACK"),
+            ("TLS 1.2 resumed vs full", "tls12-full", "tls12-resumed", 1.0, "abbreviated handshake: 1 RTT instead of 2"),
+            ("TLS 1.3 resumed vs full", "tls13-full", "tls13-resumed", 0.0, "both 1-RTT; resumption saves the certificate bytes and signature"),
+            ("TLS 1.3 vs TLS 1.2 (full)", "tls12-full", "tls13-full", 1.0, "1-RTT handshake"),
+            ("TLS 1.3 0-RTT vs resumed", "tls13-resumed", "tls13-0rtt", 1.0, "request in the first flight"),
+            ("OCSP staple on vs off", "ocsp-off", "ocsp-stapled", 0.0, "adds bytes to the handshake; saves the client's own OCSP lookup (≥ 1 RTT to the CA's responder, not emulated)"),
+        ];
+        for (name, b, t, exp, note) in rows {
+            let (Some(bc), Some(tc)) = (env.get(b), env.get(t)) else {
+                continue;
+            };
+            let mut note = note.to_string();
+            if b.starts_with("ocsp") || b.starts_with("tls1") {
+                note = format!("{note}; bytes ↓ {} → {}", bc.down_bytes, tc.down_bytes);
+            }
+            tricks.push(Trick {
+                network: net.name.clone(),
+                trick: name.into(),
+                baseline: b.into(),
+                with_trick: t.into(),
+                expected_rtts_saved: exp,
+                measured_rtts_saved: (bc.ttfb.p50 - tc.ttfb.p50) / net.rtt_ms,
+                baseline_ttfb_p50_ms: bc.ttfb.p50,
+                trick_ttfb_p50_ms: tc.ttfb.p50,
+                baseline_ttlb_p50_ms: bc.ttlb.p50,
+                trick_ttlb_p50_ms: tc.ttlb.p50,
+                note,
+            });
+        }
+        configs.extend(env.configs);
+        samples.extend(env.samples);
+    }
+    drop((dynamic, fixed, lab));
+    write_csv(&opts.out.join("tricks.csv"), &tricks)?;
+    write_json(
+        &opts.out.join("tricks.json"),
+        &serde_json::json!({ "tricks": tricks, "configs": configs, "samples": samples }),
+    )?;
+    std::fs::write(
+        opts.out.join("tricks.md"),
+        tricks_report::markdown(&tricks, &configs, opts),
+    )?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(tricks)
+}
+
+/// CA, a plain site and a stapling site (chain = leaf + CA, the issuer the staple needs).
+fn pki(dir: &Path) -> anyhow::Result<Vec<Site>> {
+    let ca = Certified::issue(&CertSpec::ca("tlsgate lab tricks CA", KeyKind::EcdsaP256, 30), None)?;
+    std::fs::write(dir.join("ca.pem"), &ca.cert_pem)?;
+    let mut sites = vec![];
+    for name in ["plain", "staple"] {
+        let leaf = Certified::issue(
+            &CertSpec::leaf(&[&format!("{name}.lab")], KeyKind::EcdsaP256, 30),
+            Some(&ca),
+        )?;
+        let chain = dir.join(format!("{name}.pem"));
+        let key = dir.join(format!("{name}.key"));
+        std::fs::write(&chain, format!("{}{}", leaf.cert_pem, ca.cert_pem))?;
+        std::fs::write(&key, &leaf.key_pem)?;
+        let ocsp_file = if name == "staple" {
+            let now = SystemTime::now();
+            let der = ocsp_response(
+                &leaf.cert_pem,
+                &ca,
+                OcspStatus::Good,
+                now - Duration::from_secs(60),
+                Some(now + Duration::from_secs(86_400)),
+            )?;
+            let f = dir.join("staple.ocsp.der");
+            std::fs::write(&f, der)?;
+            Some(f)
+        } else {
+            None
+        };
+        sites.push(Site {
+            name: name.into(),
+            chain,
+            key,
+            ocsp_file,
+        });
+    }
+    Ok(sites)
+}
+
+fn wait_for_staple(opts: &RunOpts, lab: &Lab, gw: &Gateway, ca: &Path) -> anyhow::Result<()> {
+    let po = ProbeOpts {
+        sni: "staple.lab".into(),
+        path: "/n/0/".into(),
+        connections: 1,
+        no_ticket: true,
+        cacert: Some(ca.into()),
+        ..ProbeOpts::default()
+    };
+    for _ in 0..50 {
+        if probe(&opts.exe, &lab.a, gw.addr, &po)?
+            .first()
+            .is_some_and(|c| c.stapled)
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(anyhow::anyhow!("the gateway never stapled")).context(std::fs::read_to_string(&gw.log).unwrap_or_default())
+}

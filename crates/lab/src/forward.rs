@@ -1,0 +1,255 @@
+//! The forwarder: moves IP packets between the two TUN devices, one reader and one writer thread
+//! per direction. The reader asks the direction's [`Link`] what happens to each packet and puts
+//! survivors in a time-ordered schedule; the writer sleeps until the earliest departure is due and
+//! writes the packet to the other TUN device.
+
+use crate::link::{Link, LinkSpec, Verdict};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tun_rs::SyncDevice;
+
+/// Packet counters of one direction.
+#[derive(Debug, Default)]
+struct Counters {
+    rx_packets: AtomicU64,
+    rx_bytes: AtomicU64,
+    tx_packets: AtomicU64,
+    tx_bytes: AtomicU64,
+    lost: AtomicU64,
+    queue_drops: AtomicU64,
+}
+
+/// A snapshot of one direction's counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct DirStats {
+    /// Packets read from the sending side.
+    pub rx_packets: u64,
+    /// Their bytes (IP packets).
+    pub rx_bytes: u64,
+    /// Packets delivered to the other side.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Dropped by the loss model.
+    pub lost: u64,
+    /// Dropped by the full queue.
+    pub queue_drops: u64,
+}
+
+impl DirStats {
+    /// The difference `self - before`.
+    pub fn since(&self, before: &DirStats) -> DirStats {
+        DirStats {
+            rx_packets: self.rx_packets - before.rx_packets,
+            rx_bytes: self.rx_bytes - before.rx_bytes,
+            tx_packets: self.tx_packets - before.tx_packets,
+            tx_bytes: self.tx_bytes - before.tx_bytes,
+            lost: self.lost - before.lost,
+            queue_drops: self.queue_drops - before.queue_drops,
+        }
+    }
+}
+
+struct Item {
+    at_ns: u64,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at_ns, self.seq) == (o.at_ns, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at_ns, self.seq).cmp(&(o.at_ns, o.seq))
+    }
+}
+
+struct Direction {
+    link: Mutex<Link>,
+    queue: Mutex<BinaryHeap<Reverse<Item>>>,
+    wake: Condvar,
+    counters: Counters,
+}
+
+impl Direction {
+    fn stats(&self) -> DirStats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DirStats {
+            rx_packets: g(&c.rx_packets),
+            rx_bytes: g(&c.rx_bytes),
+            tx_packets: g(&c.tx_packets),
+            tx_bytes: g(&c.tx_bytes),
+            lost: g(&c.lost),
+            queue_drops: g(&c.queue_drops),
+        }
+    }
+}
+
+/// The running forwarder; stops and joins its threads on drop.
+pub struct Forwarder {
+    stop: Arc<AtomicBool>,
+    dirs: [Arc<Direction>; 2],
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("a_to_b", &self.dirs[0].stats())
+            .field("b_to_a", &self.dirs[1].stats())
+            .finish()
+    }
+}
+
+impl Forwarder {
+    /// Starts forwarding between `a` and `b` with these impairments.
+    pub fn start(a: SyncDevice, b: SyncDevice, a_to_b: LinkSpec, b_to_a: LinkSpec, seed: u64) -> anyhow::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let epoch = Instant::now();
+        let mk = |spec, seed| {
+            Arc::new(Direction {
+                link: Mutex::new(Link::new(spec, seed)),
+                queue: Mutex::new(BinaryHeap::new()),
+                wake: Condvar::new(),
+                counters: Counters::default(),
+            })
+        };
+        let dirs = [mk(a_to_b, seed), mk(b_to_a, seed ^ 0x9e37_79b9_7f4a_7c15)];
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let mut threads = Vec::new();
+        for (i, (from, to)) in [(a.clone(), b.clone()), (b, a)].into_iter().enumerate() {
+            let (d, s) = (dirs[i].clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("lab-rx{i}"))
+                    .spawn(move || reader(&from, &d, &s, epoch))?,
+            );
+            let (d, s) = (dirs[i].clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("lab-tx{i}"))
+                    .spawn(move || writer(&to, &d, &s, epoch))?,
+            );
+        }
+        Ok(Self { stop, dirs, threads })
+    }
+
+    /// Replaces the impairments of both directions.
+    pub fn set_links(&self, a_to_b: LinkSpec, b_to_a: LinkSpec) {
+        self.dirs[0]
+            .link
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_spec(a_to_b);
+        self.dirs[1]
+            .link
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_spec(b_to_a);
+    }
+
+    /// Counters of (A→B, B→A).
+    pub fn stats(&self) -> (DirStats, DirStats) {
+        (self.dirs[0].stats(), self.dirs[1].stats())
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for d in &self.dirs {
+            d.wake.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn reader(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) {
+    let mut buf = vec![0u8; 65536];
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = [PollFd::new(dev.as_fd(), PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, PollTimeout::from(100u8)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let n = match dev.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted || e.kind() == std::io::ErrorKind::WouldBlock => {
+                continue
+            }
+            Err(_) => return,
+        };
+        let now = epoch.elapsed().as_secs_f64();
+        let c = &dir.counters;
+        c.rx_packets.fetch_add(1, Ordering::Relaxed);
+        c.rx_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        let verdict = dir.link.lock().unwrap_or_else(|e| e.into_inner()).admit(now, n);
+        match verdict {
+            Verdict::Lost => {
+                c.lost.fetch_add(1, Ordering::Relaxed);
+            }
+            Verdict::QueueDrop => {
+                c.queue_drops.fetch_add(1, Ordering::Relaxed);
+            }
+            Verdict::Deliver(at) => {
+                seq += 1;
+                let item = Item {
+                    at_ns: (at * 1e9) as u64,
+                    seq,
+                    data: buf[..n].to_vec(),
+                };
+                dir.queue.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(item));
+                dir.wake.notify_one();
+            }
+        }
+    }
+}
+
+fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) {
+    // Wake on time: the default 50 µs timer slack would add up to that much to every delay.
+    let _ = nix::sys::prctl::set_timerslack(1);
+    let mut q = dir.queue.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let now = epoch.elapsed().as_nanos() as u64;
+        let wait = match q.peek() {
+            None => Duration::from_millis(100),
+            Some(Reverse(it)) if it.at_ns <= now => {
+                let Some(Reverse(it)) = q.pop() else { continue };
+                drop(q);
+                if dev.send(&it.data).is_ok() {
+                    dir.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
+                    dir.counters.tx_bytes.fetch_add(it.data.len() as u64, Ordering::Relaxed);
+                }
+                q = dir.queue.lock().unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            Some(Reverse(it)) => Duration::from_nanos(it.at_ns - now),
+        };
+        q = dir.wake.wait_timeout(q, wait).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}

@@ -1,0 +1,182 @@
+//! The server side of an experiment: a `tlsgate serve` process in namespace B with sites (one
+//! per certificate chain, picked by SNI) and fixed-response routes `/n/<N>/` answering N bytes.
+//! Killed (SIGTERM, then SIGKILL) on drop.
+
+use crate::netns::{self, Netns};
+use crate::topology::ADDR_B;
+use anyhow::{bail, Context};
+use std::fmt::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// One site (certificate chain) of the gateway.
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// Site name, also the SNI it answers to (`<name>.lab`).
+    pub name: String,
+    /// Chain PEM.
+    pub chain: PathBuf,
+    /// Key PEM.
+    pub key: PathBuf,
+    /// A DER OCSP response to staple; `None` = no stapling.
+    pub ocsp_file: Option<PathBuf>,
+}
+
+impl Site {
+    /// The SNI of this site.
+    pub fn sni(&self) -> String {
+        format!("{}.lab", self.name)
+    }
+}
+
+/// Gateway settings an experiment varies.
+#[derive(Debug, Clone)]
+pub struct GatewaySpec {
+    /// HTTPS port on 10.77.0.2.
+    pub port: u16,
+    /// Admin port on B's loopback.
+    pub admin_port: u16,
+    /// `tls.dynamic_records`.
+    pub dynamic_records: bool,
+    /// `tls.tickets.early_data`.
+    pub early_data: bool,
+    /// Listener `tcp_fastopen` queue (0 = off).
+    pub tcp_fastopen: u32,
+    /// Sites; the first is the default.
+    pub sites: Vec<Site>,
+    /// Response sizes served at `/n/<N>/`.
+    pub bodies: Vec<usize>,
+}
+
+impl GatewaySpec {
+    /// The configuration file's text.
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "[server]\nworkers = 1\n\n[log]\nlevel = \"warn\"\naccess_log = false\n"
+        );
+        let _ = writeln!(s, "[admin]\nlisten = \"127.0.0.1:{}\"\n", self.admin_port);
+        let _ = writeln!(
+            s,
+            "[tls]\ncert_compression = false\ndynamic_records = {}\n",
+            self.dynamic_records
+        );
+        let _ = writeln!(s, "[tls.tickets]\nearly_data = {}\n", self.early_data);
+        let _ = writeln!(
+            s,
+            "[[listener]]\nlisten = \"{}:{}\"\ntcp_fastopen = {}\n",
+            ADDR_B, self.port, self.tcp_fastopen
+        );
+        for (i, site) in self.sites.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "[[site]]\nname = \"{}\"\nserver_names = [\"{}\"]\ndefault = {}\n",
+                site.name,
+                site.sni(),
+                i == 0
+            );
+            let _ = writeln!(
+                s,
+                "[[site.certificate]]\nchain = {:?}\nkey = {:?}",
+                site.chain.display().to_string(),
+                site.key.display().to_string()
+            );
+            match &site.ocsp_file {
+                Some(f) => {
+                    let _ = writeln!(s, "ocsp_file = {:?}\n", f.display().to_string());
+                }
+                None => {
+                    let _ = writeln!(s, "ocsp = \"off\"\n");
+                }
+            }
+            for n in &self.bodies {
+                let _ = writeln!(
+                    s,
+                    "[[site.route]]\npath_prefix = \"/n/{n}/\"\nfixed_response = {{ status = 200, body = \"{}\", content_type = \"application/octet-stream\" }}\n",
+                    "x".repeat(*n)
+                );
+            }
+        }
+        s
+    }
+}
+
+/// A running gateway.
+#[derive(Debug)]
+pub struct Gateway {
+    child: Child,
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    /// Its log (stderr).
+    pub log: PathBuf,
+}
+
+impl Gateway {
+    /// Writes `<dir>/<stem>.toml` and starts `exe serve` inside `ns`; returns once it accepts
+    /// connections.
+    pub fn start(exe: &Path, ns: &Netns, dir: &Path, stem: &str, spec: &GatewaySpec) -> anyhow::Result<Self> {
+        let conf = dir.join(format!("{stem}.toml"));
+        std::fs::write(&conf, spec.to_toml()).with_context(|| format!("write {}", conf.display()))?;
+        let log = dir.join(format!("{stem}.log"));
+        let child = ns
+            .command(exe)
+            .arg("serve")
+            .arg("--config")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("cannot start tlsgate serve")?;
+        netns::register_child(child.id());
+        let mut gw = Self {
+            child,
+            addr: SocketAddr::from((ADDR_B, spec.port)),
+            log,
+        };
+        let addr = gw.addr;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = gw.child.try_wait()? {
+                bail!(
+                    "tlsgate serve exited ({st}): {}",
+                    std::fs::read_to_string(&gw.log).unwrap_or_default()
+                );
+            }
+            let ok = ns
+                .spawn(move || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok())?
+                .join()
+                .unwrap_or(false);
+            if ok {
+                return Ok(gw);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "tlsgate serve did not listen on {addr}: {}",
+                    std::fs::read_to_string(&gw.log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        netns::unregister_child(self.child.id());
+    }
+}

@@ -1,0 +1,168 @@
+//! `tlsgate lab run NAME --quick` end to end (needs root: namespaces and TUN devices): the files
+//! are written and parse, and the numbers obey what the protocols and the emulated link force
+//! (lower bounds in RTTs, bytes on the wire, the order of chain sizes at 1 Mbit/s, RTTs saved).
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+fn run_quick(name: &str, out: &Path) -> Value {
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_tlsgate"))
+        .args(["lab", "run", name, "--quick", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "tlsgate lab run {name} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    eprintln!("lab run {name} --quick took {:.1} s", t.elapsed().as_secs_f64());
+    let md = std::fs::read_to_string(out.join(format!("{name}.md"))).unwrap();
+    assert!(md.starts_with(&format!("# {name} results")));
+    let csv = std::fs::read_to_string(out.join(format!("{name}.csv"))).unwrap();
+    let cols = csv.lines().next().unwrap().split(',').count();
+    assert!(
+        csv.lines().count() > 2 && csv.lines().all(|l| l.split(',').count() >= cols),
+        "ragged CSV"
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap()
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+#[test]
+fn ttlb_pq_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = run_quick("ttlb-pq", dir.path());
+    let samples = j["samples"].as_array().unwrap();
+    assert!(samples.len() >= 30);
+    for s in samples {
+        assert_eq!(s["error"], "", "{s}");
+        let (variant, rtt, size) = (s["variant"].as_str().unwrap(), f(s, "rtt_ms"), f(s, "data_bytes"));
+        assert_eq!(
+            s["group"],
+            if variant == "classical" {
+                "X25519"
+            } else {
+                "X25519MLKEM768"
+            },
+            "{s}"
+        );
+        let chain = f(s, "chain_bytes");
+        match variant {
+            "pq-8k" => assert!((chain - 8192.0).abs() < 256.0, "{s}"),
+            "pq-16k" => assert!((chain - 16384.0).abs() < 256.0, "{s}"),
+            _ => assert!(chain < 2000.0, "{s}"),
+        }
+        // SYN/SYN-ACK, ClientHello/ServerHello..Finished, request/response: at least 3 RTTs;
+        // the handshake at least 2.
+        assert!(f(s, "ttlb_ms") >= 3.0 * rtt - 0.5, "{s}");
+        assert!(f(s, "handshake_ms") >= 2.0 * rtt - 0.5, "{s}");
+        // The whole body crossed the link.
+        assert!(f(s, "down_bytes") >= size, "{s}");
+    }
+    let cells = j["cells"].as_array().unwrap();
+    let cell = |net: &str, size: f64, v: &str| {
+        cells
+            .iter()
+            .find(|c| c["network"] == net && c["data_bytes"].as_f64() == Some(size) && c["variant"] == v)
+            .unwrap_or_else(|| panic!("no cell {net} {size} {v}"))
+    };
+    // The hybrid key share (1,184 B) and ciphertext (1,088 B) are on the wire.
+    let (classic, kem) = (cell("35ms-1g", 0.0, "classical"), cell("35ms-1g", 0.0, "pq-kem"));
+    assert!(
+        f(kem, "down_bytes") > f(classic, "down_bytes") + 900.0,
+        "{kem} vs {classic}"
+    );
+    let up = |v: &str| {
+        samples
+            .iter()
+            .find(|s| s["variant"] == v)
+            .map(|s| f(s, "up_bytes"))
+            .unwrap()
+    };
+    assert!(up("pq-kem") > up("classical") + 1000.0);
+    // At 1 Mbit/s every extra 8 KB of chain costs ~65 ms of serialization.
+    let hs = |v: &str| f(&cell("200ms-1m", 0.0, v)["handshake"], "p50");
+    assert!(
+        hs("classical") < hs("pq-8k") && hs("pq-8k") + 30.0 < hs("pq-16k"),
+        "{} {} {}",
+        hs("classical"),
+        hs("pq-8k"),
+        hs("pq-16k")
+    );
+    let svgs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .count();
+    assert_eq!(svgs, 4);
+    assert!(
+        std::fs::read_to_string(dir.path().join("ttlb-pq-35ms-1g-cwnd10-ttlb.svg"))
+            .unwrap()
+            .contains("<polyline")
+    );
+}
+
+#[test]
+fn tricks_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = run_quick("tricks", dir.path());
+    let configs = j["configs"].as_array().unwrap();
+    let fast = |label: &str| {
+        configs
+            .iter()
+            .find(|c| c["network"] == "fast-20ms-1g" && c["label"] == label)
+            .unwrap_or_else(|| panic!("no {label}"))
+    };
+    let ttfb_rtts = |label: &str| f(fast(label), "ttfb_rtts");
+    // Lower bounds the protocols impose (in RTTs of the emulated link, TTFB from connect start).
+    assert!(ttfb_rtts("tls12-full") >= 4.0 - 0.03);
+    assert!(ttfb_rtts("tls13-full") >= 3.0 - 0.03);
+    assert!(ttfb_rtts("tls13-0rtt") >= 2.0 - 0.03);
+    assert!(ttfb_rtts("tfo-on-x25519") >= 2.0 - 0.03);
+    // Every sample did what its label says (resumed, 0-RTT accepted, stapled).
+    for label in [
+        "tls12-resumed",
+        "tls13-resumed",
+        "tls13-0rtt",
+        "ocsp-stapled",
+        "ocsp-off",
+    ] {
+        let l = fast(label)["as_labelled"].as_str().unwrap().to_string();
+        let (a, b) = l.split_once('/').unwrap();
+        assert_eq!(a, b, "{label}: {l}");
+    }
+    // The RTTs the tricks save on the loss-free link (1 expected; > 0.5 measured at p50).
+    let tricks = j["tricks"].as_array().unwrap();
+    let saved = |name: &str| {
+        let t = tricks
+            .iter()
+            .find(|t| t["network"] == "fast-20ms-1g" && t["trick"] == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        f(t, "measured_rtts_saved")
+    };
+    for name in [
+        "TLS 1.2 resumed vs full",
+        "TLS 1.3 vs TLS 1.2 (full)",
+        "TLS 1.3 0-RTT vs resumed",
+        "TCP Fast Open, X25519",
+    ] {
+        assert!(saved(name) > 0.5, "{name}: {}", saved(name));
+    }
+    assert!(saved("TLS 1.3 resumed vs full").abs() < 0.5);
+    assert!(
+        tricks
+            .iter()
+            .filter(|t| t["network"] == "slow-lossy-100ms-2m-1pct")
+            .count()
+            >= 7
+    );
+    // The staple is on the wire.
+    assert!(f(fast("ocsp-stapled"), "down_bytes") > f(fast("ocsp-off"), "down_bytes") + 100.0);
+}
