@@ -154,6 +154,10 @@ pub struct Metrics {
     pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
     /// OCSP stapling.
     pub ocsp: OcspMetrics,
+    /// Each served certificate's notAfter (Unix seconds; set at scrape time).
+    pub certificate_not_after: Family<OcspLabels, Gauge>,
+    /// Each served certificate chain's size in DER bytes (set at scrape time).
+    pub certificate_chain_bytes: Family<OcspLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -253,6 +257,18 @@ impl Metrics {
             state.clone(),
         );
         let ocsp = OcspMetrics::register(&mut registry);
+        let certificate_not_after = Family::default();
+        registry.register(
+            "certificate_not_after_seconds",
+            "NotAfter of each served certificate (Unix time), by site and key type",
+            certificate_not_after.clone(),
+        );
+        let certificate_chain_bytes = Family::default();
+        registry.register(
+            "certificate_chain_bytes",
+            "DER size of each served certificate chain (leaf and intermediates), by site and key type",
+            certificate_chain_bytes.clone(),
+        );
         Self {
             registry,
             handshakes,
@@ -271,6 +287,8 @@ impl Metrics {
             tfo_accepted,
             state,
             ocsp,
+            certificate_not_after,
+            certificate_chain_bytes,
         }
     }
 

@@ -66,6 +66,22 @@ pub async fn run(gateway: Arc<Gateway>) {
 /// Copies each stapled certificate's state into the metrics (call before a scrape).
 pub fn export_metrics(gateway: &Gateway) {
     let now = SystemTime::now();
+    let (not_after, chain_bytes) = (
+        &gateway.metrics.certificate_not_after,
+        &gateway.metrics.certificate_chain_bytes,
+    );
+    not_after.clear();
+    chain_bytes.clear();
+    for (site, key_type, expires, bytes) in gateway.current().tls.certificates() {
+        let labels = OcspLabels {
+            site: intern(site),
+            cert: key_type.as_str(),
+        };
+        not_after.get_or_create(&labels).set(expires);
+        chain_bytes
+            .get_or_create(&labels)
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
     let m = &gateway.metrics.ocsp;
     // Certificates removed by a reload disappear from the gauges.
     m.present.clear();

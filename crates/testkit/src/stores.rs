@@ -53,6 +53,59 @@ impl StoreProcess {
         Self::start("redis-server", args, port, dir)
     }
 
+    /// A Redis Cluster of `n` masters (no replicas) on free ports, slots spread by
+    /// `redis-cli --cluster create`; returns once every node reports `cluster_state:ok`.
+    pub fn redis_cluster(n: usize) -> Vec<Self> {
+        let nodes: Vec<Self> = (0..n)
+            .map(|_| {
+                let port = free_port();
+                let dir = tempfile::tempdir().expect("temp dir");
+                let args = vec![
+                    "--port".into(),
+                    port.to_string(),
+                    "--bind".into(),
+                    "127.0.0.1".into(),
+                    "--save".into(),
+                    String::new(),
+                    "--appendonly".into(),
+                    "no".into(),
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    dir.path().join("nodes.conf").display().to_string(),
+                    "--dir".into(),
+                    dir.path().display().to_string(),
+                ];
+                Self::start("redis-server", args, port, dir)
+            })
+            .collect();
+        let mut args = vec!["--cluster".to_string(), "create".into()];
+        args.extend(nodes.iter().map(Self::addr));
+        args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !nodes
+            .iter()
+            .all(|n| n.redis_cli(&["cluster", "info"]).contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the Redis Cluster never reached cluster_state:ok"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        nodes
+    }
+
     /// A Redis Sentinel on a free port watching `master` as service `name`.
     pub fn sentinel(master: &StoreProcess, name: &str) -> Self {
         let port = free_port();

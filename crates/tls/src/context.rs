@@ -92,6 +92,10 @@ pub struct SiteVariant {
     pub ctx: SslContext,
     /// Its OCSP staple, if the certificate is stapled.
     pub staple: Option<Arc<crate::ocsp::StapleSlot>>,
+    /// The leaf's notAfter, Unix seconds (0 when it cannot be read).
+    pub not_after: i64,
+    /// DER bytes of the chain sent (leaf and intermediates).
+    pub chain_bytes: usize,
 }
 
 /// A site's TLS side.
@@ -210,6 +214,18 @@ impl TlsService {
     /// Site names, in configuration order.
     pub fn site_names(&self) -> Vec<&str> {
         self.selector.sites.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Every certificate served: (site, key type, notAfter in Unix seconds, chain bytes).
+    pub fn certificates(&self) -> Vec<(&str, KeyType, i64, usize)> {
+        let sites = self.selector.sites.iter();
+        sites
+            .flat_map(|s| {
+                s.variants
+                    .iter()
+                    .map(move |v| (s.name.as_str(), v.key_type, v.not_after, v.chain_bytes))
+            })
+            .collect()
     }
 
     /// The OCSP staple slots of every stapled certificate (for the refresher and metrics).
@@ -456,10 +472,16 @@ pub fn build_variant(
     let key_type = backend.key_type();
     b.set_async_private_key_method(KeyMethod(backend));
     b.set_ex_data(*SITE_TAG, SiteTag { site: index, key_type });
+    let ders: Vec<Vec<u8>> = chain.iter().filter_map(|c| c.to_der().ok()).collect();
+    let not_after = ders.first().map_or(0, |der| {
+        x509_parser::parse_x509_certificate(der).map_or(0, |(_, c)| c.validity().not_after.timestamp())
+    });
     Ok(SiteVariant {
         key_type,
         ctx: b.build(),
         staple: None,
+        not_after,
+        chain_bytes: ders.iter().map(Vec::len).sum(),
     })
 }
 

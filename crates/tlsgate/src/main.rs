@@ -1,11 +1,13 @@
 //! The `tlsgate` command: `serve`, `check`, `reload`, `bench`, `probe`.
-//! `ctl`: edit the cluster's control-plane document (docs/CONTROL.md).
+//! `ctl`: edit the cluster's control-plane document (docs/CONTROL.md); `console`: its web UI
+//! and JSON API (docs/CONSOLE.md).
 //! `lab`: the network lab (link emulator between namespaces, TTLB experiments; docs/LAB.md).
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
 mod check;
 mod cluster_setup;
+mod console_cmd;
 mod ctl_cmd;
 mod demo;
 mod keyserver_cmd;
@@ -61,6 +63,9 @@ enum Command {
     /// Edit the cluster's dynamic configuration in Redis (key-server pools): show, history,
     /// publish, rollback, add/remove/drain/weight, nodes.
     Ctl(Box<ctl_cmd::CtlArgs>),
+    /// Web console and JSON API over the cluster's control document and the nodes' metrics
+    /// (loopback by default; --token-file required elsewhere).
+    Console(Box<console_cmd::ConsoleArgs>),
     /// Network lab (root): emulated links between namespaces; TTLB and latency-trick experiments.
     Lab(lab_cmd::LabArgs),
 }
@@ -77,6 +82,7 @@ fn main() -> ExitCode {
         Command::Keyserver(args) => keyserver_cmd::run(&args),
         Command::Lab(args) => lab_cmd::run(&args),
         Command::Ctl(args) => ctl_cmd::run(&args),
+        Command::Console(args) => console_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 
 mod admin_api;
 mod control_plane;
+mod overlay;
 
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
@@ -187,7 +188,8 @@ impl Control {
         if format!("{:?}", old.config.cluster) != format!("{:?}", loaded.config.cluster) {
             tracing::warn!("[cluster] changes (secrets, store) take effect only after a restart");
         }
-        let id = self.gateway.install(loaded.config)?;
+        let config = control_plane::with_overlay(loaded.config)?;
+        let id = self.gateway.install(config)?;
         Ok(format!(
             "configuration reloaded from {} (generation {id})",
             self.path.display()

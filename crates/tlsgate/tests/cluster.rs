@@ -549,3 +549,33 @@ fn probe_carries_sessions_between_nodes() {
     );
     assert!(!ok, "a foreign node resumed:\n{text}");
 }
+
+#[test]
+fn a_short_cluster_secret_stops_the_gateway_at_startup_with_the_reason() {
+    let c = Cluster::new();
+    let short = c.pki.write("short.key", &"ab".repeat(16));
+    let (https, admin) = (free_port(), free_port());
+    let top = format!("[cluster]\nsecret_files = [{}]\n", toml_path(&short));
+    let text = config_with_certs(&existing_site_certs(&c.pki), https, admin, &top, "");
+    let log = match GatewayProcess::try_start(binary(), &text, admin, &[https]) {
+        Ok(_) => panic!("a gateway started with a 16-byte cluster secret"),
+        Err(log) => log,
+    };
+    assert!(log.contains("at least 32 bytes") && log.contains("found 16"), "{log}");
+}
+
+#[test]
+fn sessions_cross_nodes_through_a_redis_cluster() {
+    let redis = StoreProcess::redis_cluster(3);
+    let c = Cluster::new();
+    let urls: Vec<String> = redis.iter().map(StoreProcess::redis_url).collect();
+    let store = format!("store = \"redis\"\nredis_mode = \"cluster\"\nservers = {urls:?}\nlookup_timeout = \"50ms\"\n");
+    let (a, b) = (c.node(&store), c.node(&store));
+    session_id_crosses_nodes(&c, &a, &b);
+    // The entries are spread over the cluster's masters by key slot.
+    let keys: usize = redis
+        .iter()
+        .map(|r| r.redis_cli(&["dbsize"]).trim().parse::<usize>().unwrap_or(0))
+        .sum();
+    assert!(keys >= 1, "no session entry in the Redis Cluster");
+}

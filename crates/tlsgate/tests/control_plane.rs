@@ -181,3 +181,76 @@ fn a_document_naming_an_unknown_pool_is_refused_with_the_reason() {
     assert_ne!(out.status, Some(0));
     assert!(out.all().contains("weight"), "{}", out.all());
 }
+
+#[test]
+fn upstream_groups_and_site_switches_follow_the_document_and_survive_a_reload() {
+    require("curl");
+    require("redis-server");
+    let redis = StoreProcess::redis();
+    let url = redis.redis_url();
+    let (one, two) = (
+        tlsgate_testkit::Origin::start("one"),
+        tlsgate_testkit::Origin::start("two"),
+    );
+    let top = format!(
+        "[control]\nredis_url = \"{url}\"\ncluster_name = \"it\"\nnode_id = \"solo\"\nheartbeat_interval = \"300ms\"\n\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:{}\"]\n",
+        one.port
+    );
+    let routes = "[[site.route]]\npath_prefix = \"/app\"\nupstream = \"app\"\n[site.hsts]\nmax_age = \"5m\"\n";
+    let gw = common::start(&top, routes);
+    let get = |path: &str| gw.curl(&["-i"], path).stdout;
+    assert!(get("/app").contains("origin=one"));
+    assert!(get("/hello").to_ascii_lowercase().contains("strict-transport-security"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let publish = |name: &str, json: String| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, json).unwrap();
+        ctl_ok(&url, &["publish", file.to_str().unwrap()])
+    };
+    // v1: origin two instead of one (one drained), HSTS off.
+    publish(
+        "v1.json",
+        format!(
+            r#"{{"upstreams":{{"app":{{"servers":[{{"address":"127.0.0.1:{}","drain":true}},{{"address":"127.0.0.1:{}"}}]}}}},"sites":{{"main":{{"hsts":false}}}}}}"#,
+            one.port, two.port
+        ),
+    );
+    assert!(
+        common::wait_until(Duration::from_secs(2), || get("/app").contains("origin=two")),
+        "{}",
+        gw.gw.log()
+    );
+    assert!(!get("/hello").to_ascii_lowercase().contains("strict-transport-security"));
+
+    // v2: maintenance; the upstream group goes back to the TOML's server.
+    publish("v2.json", r#"{"sites":{"main":{"maintenance":true}}}"#.into());
+    assert!(common::wait_until(Duration::from_secs(2), || get("/hello")
+        .starts_with("HTTP/2 503")
+        || get("/hello").starts_with("HTTP/1.1 503")));
+    assert!(get("/app").contains("maintenance"), "{}", get("/app"));
+    // A reload re-reads the file and lays the document over it again.
+    assert_eq!(gw.gw.reload().0, 200);
+    assert!(get("/hello").contains(" 503"), "{}", get("/hello"));
+
+    // A switch this node cannot flip is refused; the maintenance version keeps serving.
+    publish("v3.json", r#"{"sites":{"main":{"early_data":true}}}"#.into());
+    assert!(
+        common::wait_until(Duration::from_secs(5), || ctl(&url, &["nodes"])
+            .stdout
+            .contains("refused=3")),
+        "{}",
+        ctl(&url, &["nodes"]).all()
+    );
+    assert!(ctl(&url, &["nodes"]).stdout.contains("not per site"));
+    assert!(get("/hello").contains(" 503"));
+
+    // Roll back to v1.
+    ctl_ok(&url, &["rollback", "1"]);
+    assert!(common::wait_until(Duration::from_secs(2), || get("/app").contains("origin=two")));
+    let hello = get("/hello");
+    assert!(
+        hello.contains("Hello, world!") && !hello.to_ascii_lowercase().contains("strict-transport"),
+        "{hello}"
+    );
+}

@@ -3,12 +3,16 @@
 //!
 //! Applying a version: every `[[keyless.pool]]` the document names gets the document's members
 //! (weights, drain) in place, through the same path as `PUT /keyless/pools/NAME`; pools the
-//! document leaves out go back to their TOML `servers`. A version naming a pool, upstream or
-//! site this node does not define is refused by this node's validator (the reasons show in the
-//! registry and the node keeps its last good version). Upstream groups and site switches are
-//! validated but not applied yet (logged once per version).
+//! document leaves out go back to their TOML `servers`. Upstream groups and site switches are
+//! laid over the static TOML ([`super::overlay`]) and installed as a new configuration
+//! generation, like a reload (connections and handshakes in flight are kept); a later SIGHUP
+//! reload lays the current version over the re-read file again. A version this node cannot
+//! apply (a pool, upstream or site it does not define, a switch it cannot flip, a result that
+//! fails configuration validation) is refused by this node's validator: the reasons show in the
+//! registry and the node keeps its last good version.
 
-use std::sync::Arc;
+use super::overlay;
+use std::sync::{Arc, Mutex};
 use tlsgate_config::{Config, ControlConfig};
 use tlsgate_control::{ClusterDocument, ControlStore, NodeStatus, StoreConfig, Validator, WatchConfig, Watcher};
 use tlsgate_keyless::pools::Member;
@@ -47,6 +51,22 @@ impl ControlPlane {
 
 static PLANE: std::sync::OnceLock<ControlPlane> = std::sync::OnceLock::new();
 
+/// The configuration as read from the file (start or last reload), before any overlay.
+static BASE: Mutex<Option<Config>> = Mutex::new(None);
+/// The last applied document, laid over `BASE`.
+static APPLIED: Mutex<Option<ClusterDocument>> = Mutex::new(None);
+
+/// Remembers the configuration read from the file and returns what to install: it with the
+/// applied document laid over it (the reload path calls this).
+pub fn with_overlay(config: Config) -> Result<Config, String> {
+    *BASE.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.clone());
+    match APPLIED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(doc) if overlay::touches_config(doc) => overlay::overlay(&config, doc)
+            .map_err(|p| format!("the control-plane document no longer fits: {}", p.join("; "))),
+        _ => Ok(config),
+    }
+}
+
 /// Copies the control-plane state into `tlsgate_state{name="control_*"}` at scrape time.
 pub fn export_metrics(m: &tlsgate_admin::Metrics) {
     if let Some(p) = PLANE.get() {
@@ -68,8 +88,9 @@ pub fn start(config: &Config, gateway: &Arc<Gateway>) -> anyhow::Result<()> {
 fn start_plane(config: &Config, gateway: &Arc<Gateway>) -> anyhow::Result<Option<ControlPlane>> {
     let Some(c) = &config.control else { return Ok(None) };
     let store = ControlStore::new(StoreConfig::new(&c.redis_url, &c.cluster_name))?;
+    *BASE.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.clone());
     let gw = gateway.clone();
-    let validator: Validator = Arc::new(move |doc: &ClusterDocument| unknown_names(&gw.current().config, doc));
+    let validator: Validator = Arc::new(move |doc: &ClusterDocument| check(&gw.current().config, doc));
     let watcher = Watcher::spawn(
         store.clone(),
         WatchConfig {
@@ -98,7 +119,7 @@ async fn apply_versions(gateway: Arc<Gateway>, mut state: tokio::sync::watch::Re
         let now = state.borrow_and_update().clone();
         if let Some(v) = &now.current {
             if applied != Some(v.version) {
-                apply(&gateway.current().config, &v.document, v.version);
+                apply(&gateway, &v.document, v.version);
                 applied = Some(v.version);
             }
         }
@@ -123,37 +144,54 @@ async fn apply_versions(gateway: Arc<Gateway>, mut state: tokio::sync::watch::Re
     }
 }
 
-/// Sets every configured pool's members from `doc` (or back to the TOML's servers).
-fn apply(config: &Config, doc: &ClusterDocument, version: u64) {
-    let Some(keyless) = &config.keyless else { return };
-    for pool in &keyless.pools {
-        let members: Vec<Member> = match doc.key_server_pools.get(&pool.name) {
-            Some(p) => p
-                .members
-                .iter()
-                .map(|m| Member {
-                    address: m.address.clone(),
-                    weight: m.weight,
-                    drain: m.drain,
-                })
-                .collect(),
-            None => pool.servers.iter().map(|a| Member::new(a)).collect(),
-        };
-        if let Err(e) = tlsgate_keyless::pools::set_members(&pool.name, &members) {
-            tracing::warn!(pool = %pool.name, version, error = %e, "control plane: pool members refused");
+/// Sets every configured pool's members from `doc` (or back to the TOML's servers), then lays
+/// the upstream groups and site switches over the static configuration when they changed.
+fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
+    let config = gateway.current().config.clone();
+    if let Some(keyless) = &config.keyless {
+        for pool in &keyless.pools {
+            let members: Vec<Member> = match doc.key_server_pools.get(&pool.name) {
+                Some(p) => p
+                    .members
+                    .iter()
+                    .map(|m| Member {
+                        address: m.address.clone(),
+                        weight: m.weight,
+                        drain: m.drain,
+                    })
+                    .collect(),
+                None => pool.servers.iter().map(|a| Member::new(a)).collect(),
+            };
+            if let Err(e) = tlsgate_keyless::pools::set_members(&pool.name, &members) {
+                tracing::warn!(pool = %pool.name, version, error = %e, "control plane: pool members refused");
+            }
         }
     }
-    if !doc.upstreams.is_empty() || !doc.sites.is_empty() {
-        tracing::warn!(
-            version,
-            "control plane: upstream groups and site switches are not applied by this version of tlsgate"
-        );
+    let previous = APPLIED.lock().unwrap_or_else(|e| e.into_inner()).replace(doc.clone());
+    let layered = |d: &ClusterDocument| (d.upstreams.clone(), d.sites.clone());
+    if previous.as_ref().map(layered) != Some(layered(doc)) && (overlay::touches_config(doc) || previous.is_some()) {
+        let base = BASE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let installed = base
+            .ok_or_else(|| "no base configuration".to_string())
+            .and_then(|b| overlay::overlay(&b, doc).map_err(|p| p.join("; ")))
+            .and_then(|c| gateway.install(c));
+        match installed {
+            Ok(id) => tracing::info!(
+                version,
+                generation = id,
+                "control plane: upstream groups and site switches installed"
+            ),
+            Err(e) => {
+                tracing::error!(version, error = %e, "control plane: could not install upstream groups and site switches")
+            }
+        }
     }
     tracing::info!(version, "control plane: version applied");
 }
 
-/// This node's semantic checks: every pool, upstream and site the document names exists here.
-fn unknown_names(config: &Config, doc: &ClusterDocument) -> Vec<String> {
+/// This node's checks: every pool the document names is a `[[keyless.pool]]` here, and the
+/// overlay of its upstream groups and site switches applies and passes validation.
+fn check(config: &Config, doc: &ClusterDocument) -> Vec<String> {
     let pools: Vec<&str> = config
         .keyless
         .as_ref()
@@ -167,15 +205,15 @@ fn unknown_names(config: &Config, doc: &ClusterDocument) -> Vec<String> {
             ));
         }
     }
-    for name in doc.upstreams.keys() {
-        if !config.upstreams.iter().any(|u| &u.name == name) {
-            problems.push(format!("upstreams/{name}: no [[upstream]] of this name on this node"));
-        }
-    }
-    for name in doc.sites.keys() {
-        if !config.sites.iter().any(|s| &s.name == name) {
-            problems.push(format!("sites/{name}: no [[site]] of this name on this node"));
-        }
+    let base = BASE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match overlay::overlay(base.as_ref().unwrap_or(config), doc) {
+        Ok(layered) => problems.extend(
+            tlsgate_config::validate::validate(&layered)
+                .into_iter()
+                .filter(|i| i.severity == tlsgate_config::Severity::Error)
+                .map(|i| format!("the resulting configuration is invalid: {i}")),
+        ),
+        Err(p) => problems.extend(p),
     }
     problems
 }

@@ -319,3 +319,88 @@ pub fn site_keys(pki: &TestPki) -> PathBuf {
     }
     dir
 }
+
+/// A running `tlsgate console` (stopped on drop) and the token it was given.
+pub struct ConsoleProcess {
+    pub port: u16,
+    pub token: Option<String>,
+    pub proc: GatewayProcess,
+}
+
+/// Starts `tlsgate console` for cluster `cluster` on `bind_ip` (a free port); with `token`, a
+/// token file is written and passed. Waits until `/healthz` answers on 127.0.0.1.
+pub fn try_start_console(
+    redis_url: &str,
+    cluster: &str,
+    bind_ip: &str,
+    token: Option<&str>,
+) -> Result<ConsoleProcess, String> {
+    let port = free_port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    let listen = format!("{bind_ip}:{port}");
+    let file_arg = token_file.to_str().unwrap().to_string();
+    let mut args = vec![
+        "console",
+        "--redis",
+        redis_url,
+        "--cluster",
+        cluster,
+        "--listen",
+        &listen,
+        "--scrape-interval",
+        "500ms",
+    ];
+    if let Some(t) = token {
+        std::fs::write(&token_file, format!("{t}\n")).expect("write token");
+        args.extend_from_slice(&["--token-file", &file_arg]);
+    }
+    let proc = GatewayProcess::spawn(common::binary(), &args, dir, token_file.clone(), port, &[])?;
+    Ok(ConsoleProcess {
+        port,
+        token: token.map(str::to_string),
+        proc,
+    })
+}
+
+impl ConsoleProcess {
+    /// A request to the console on 127.0.0.1 with extra header lines: (status, headers, body).
+    pub fn request(&self, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String, String) {
+        http_request(self.port, method, path, headers, body)
+    }
+
+    /// A request with `Authorization: Bearer TOKEN` when the console has a token; JSON body.
+    pub fn api(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}"));
+        let mut headers = vec!["Content-Type: application/json"];
+        if let Some(a) = &auth {
+            headers.push(a);
+        }
+        let (status, _, text) = self.request(method, path, &headers, body);
+        let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {text}"));
+        (status, v)
+    }
+}
+
+/// A plain HTTP/1.0 request to 127.0.0.1:`port`: (status, header block, body).
+pub fn http_request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}

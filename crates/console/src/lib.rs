@@ -1,0 +1,127 @@
+//! tlsgate's web console (issue #8): a JSON API and an embedded UI over the cluster's control
+//! document (Redis, `tlsgate-control`) and the live nodes' metrics. See docs/CONSOLE.md.
+//!
+//! - [`server`]: HTTP, authentication, the login form and the embedded assets.
+//! - [`api`]: the JSON API handlers.
+//! - [`auth`]: token / session-cookie authentication; open on loopback only.
+//! - [`collector`]: scrapes every node's `/metrics` every interval into a [`collector::Snapshot`].
+//! - [`figures`]: what one node's metrics say (rates, quantiles, key servers, session cache).
+//! - [`prom`]: the Prometheus text reader.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod auth;
+pub mod collector;
+pub mod figures;
+pub mod prom;
+pub mod server;
+
+use auth::Auth;
+use collector::{Shared, Snapshot};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tlsgate_control::{ControlStore, StoreConfig};
+
+/// How the console runs.
+#[derive(Debug, Clone)]
+pub struct ConsoleConfig {
+    /// Where it listens (loopback: no authentication needed).
+    pub listen: SocketAddr,
+    /// The token (from `--token-file`); required unless `listen` is loopback.
+    pub token: Option<String>,
+    /// The control store.
+    pub store: StoreConfig,
+    /// How often nodes are scraped.
+    pub scrape_interval: Duration,
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct State {
+    /// The control store.
+    pub store: ControlStore,
+    /// Authentication.
+    pub auth: Auth,
+    /// The collector's latest snapshot.
+    pub snapshot: Shared,
+}
+
+impl State {
+    /// A copy of the collector's latest snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A bound console, ready to [`serve`](Console::serve).
+#[derive(Debug)]
+pub struct Console {
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    interval: Duration,
+}
+
+impl Console {
+    /// Checks the configuration (a non-loopback bind needs a token) and binds.
+    pub async fn bind(config: ConsoleConfig) -> Result<Self, String> {
+        let auth = Auth::new(config.listen, config.token)?;
+        let store = ControlStore::new(config.store).map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        Ok(Self {
+            listener,
+            state: Arc::new(State {
+                store,
+                auth,
+                snapshot: Shared::default(),
+            }),
+            interval: config.scrape_interval,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until the task is dropped; runs the collector alongside.
+    pub async fn serve(self) {
+        let collector = tokio::spawn(collector::run(
+            self.state.store.clone(),
+            self.state.snapshot.clone(),
+            self.interval,
+        ));
+        let _stop = AbortOnDrop(collector);
+        loop {
+            let (stream, _peer) = match self.listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "console accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| server::handle(req, state.clone()));
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await
+                {
+                    tracing::debug!(error = %e, "console connection error");
+                }
+            });
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,78 @@
+//! `tlsgate console`: the web console and its JSON API over the cluster's control document and
+//! the nodes' metrics (docs/CONSOLE.md). Loopback needs no login; any other address needs
+//! `--token-file`.
+
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tlsgate_console::{Console, ConsoleConfig};
+use tlsgate_control::StoreConfig;
+
+/// `tlsgate console` arguments.
+#[derive(Args, Debug)]
+pub struct ConsoleArgs {
+    /// Redis holding the control documents (as `[control] redis_url`).
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// Cluster name (as `[control] cluster_name`).
+    #[arg(long, default_value = "default")]
+    cluster: String,
+    /// Where the console listens. Anything but loopback requires --token-file.
+    #[arg(long, default_value = "127.0.0.1:9800")]
+    listen: SocketAddr,
+    /// File holding the access token (at least 16 characters; surrounding whitespace ignored).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// How often the nodes' metrics are scraped.
+    #[arg(long, default_value = "2s", value_parser = humantime_secs)]
+    scrape_interval: Duration,
+}
+
+fn humantime_secs(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (e.g. 2s, 500ms)"))?;
+    match unit {
+        "ms" if n > 0 => Ok(Duration::from_millis(n)),
+        "s" | "" if n > 0 => Ok(Duration::from_secs(n)),
+        _ => Err(format!("bad duration {s:?} (e.g. 2s, 500ms)")),
+    }
+}
+
+/// Runs the console until killed.
+pub fn run(args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init(&tlsgate_config::LogConfig::default());
+    let token = match &args.token_file {
+        Some(p) => Some(tlsgate_console::auth::read_token(p).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let config = ConsoleConfig {
+        listen: args.listen,
+        token,
+        store: StoreConfig::new(args.redis.clone(), args.cluster.clone()),
+        scrape_interval: args.scrape_interval,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let console = Console::bind(config).await.map_err(anyhow::Error::msg)?;
+        let addr = console.local_addr()?;
+        let auth = if addr.ip().is_loopback() {
+            "loopback, no login needed"
+        } else {
+            "token required"
+        };
+        tracing::info!(%addr, cluster = %args.cluster, "console listening ({auth})");
+        eprintln!("tlsgate console: http://{addr}/ ({auth})");
+        tokio::select! {
+            () = console.serve() => {}
+            r = tokio::signal::ctrl_c() => r?,
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
