@@ -806,6 +806,24 @@ fixed_response = { body = "hi" }
     }
 
     #[test]
+    fn control_settings_are_checked() {
+        let ok = format!("{MINIMAL}\n[control]\nredis_url = \"redis://127.0.0.1:6379\"\n");
+        assert!(!errors(&parse(&ok)).iter().any(|e| e.contains("control")));
+        let bad = format!(
+            "{MINIMAL}\n[control]\nredis_url = \"http://x\"\ncluster_name = \"a b\"\nnode_id = \"\"\npoll_interval = \"10ms\"\n"
+        );
+        let errs = errors(&parse(&bad));
+        for want in [
+            "control.redis_url",
+            "control.cluster_name",
+            "control.node_id",
+            "control.poll_interval",
+        ] {
+            assert!(errs.iter().any(|e| e.contains(want)), "{want}: {errs:?}");
+        }
+    }
+
+    #[test]
     fn rsa_key_exchange_is_refused() {
         let mut c = parse(MINIMAL);
         c.tls.ciphers_tls12 = "AES128-GCM-SHA256".into();
