@@ -133,9 +133,11 @@ impl RedisStore {
     }
 
     async fn connect(inner: &Inner) -> Result<Conn, RedisError> {
+        // No response timeout in the client: `run` applies `io_timeout` on the thread's shared
+        // timer instead of one timer (and one event-loop wake-up) per command.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(inner.io_timeout))
-            .set_response_timeout(Some(inner.io_timeout));
+            .set_response_timeout(None);
         Ok(match &inner.target {
             Target::Single(client) => Conn::Plain(client.get_multiplexed_async_connection_with_config(&config).await?),
             Target::Sentinel(sentinel) => {
@@ -193,9 +195,21 @@ impl RedisStore {
         let conn = self.conn();
         let inner = self.inner.clone();
         Box::pin(async move {
-            let result = match conn? {
-                Conn::Plain(mut c) => cmd.query_async::<T>(&mut c).await,
-                Conn::Cluster(mut c) => cmd.query_async::<T>(&mut c).await,
+            let query = async {
+                match conn? {
+                    Conn::Plain(mut c) => Ok(cmd.query_async::<T>(&mut c).await),
+                    Conn::Cluster(mut c) => Ok(cmd.query_async::<T>(&mut c).await),
+                }
+            };
+            let result = match tlsgate_timer::timeout(inner.io_timeout, query).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    // No answer within io_timeout: treat the connection as hung, as on an error.
+                    with_slot(inner.id, |slot| slot.conn = None);
+                    *inner.conn.lock() = None;
+                    return Err(StoreError(format!("redis: no answer within {:?}", inner.io_timeout)));
+                }
             };
             result.map_err(|e| {
                 if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() || e.is_timeout() {

@@ -185,7 +185,8 @@ impl RemoteSessions for ClusterStore {
         let id = id.to_vec();
         let get = self.backend.get(self.session_key(&id));
         Some(Box::pin(async move {
-            match tokio::time::timeout(this.timeout, get).await {
+            // The shared per-thread timer: no timer-wheel arm (and eventfd wake) per lookup.
+            match tlsgate_timer::timeout(this.timeout, get).await {
                 Ok(Ok(Some(entry))) => {
                     this.breaker.success();
                     match sealer.open(&id, &entry) {
@@ -246,7 +247,7 @@ impl ReplayGuard for ClusterStore {
             .backend
             .add(format!("{}e:{}", self.prefix, hex(&key)), b"1".to_vec(), ttl);
         Box::pin(async move {
-            match tokio::time::timeout(this.timeout, add).await {
+            match tlsgate_timer::timeout(this.timeout, add).await {
                 Ok(Ok(true)) => {
                     this.breaker.success();
                     inc(&this.stats.claim_fresh);

@@ -18,14 +18,21 @@ use std::time::{Duration, Instant};
 use tlsgate_config::KeylessConfig;
 use tokio::sync::watch;
 
-/// The runtime every key-server connection and request runs on.
-pub(crate) static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("tlsgate-keyless")
+/// The runtime every key-server connection runs on: one thread with a single-threaded
+/// runtime, so a connection's reader and writer never hand its TLS stream between threads and a
+/// request wakes one thread, not a work-stealing scheduler (measured: docs/BENCHMARKS.md,
+/// "Added handshake latency").
+pub(crate) static RUNTIME: LazyLock<tokio::runtime::Handle> = LazyLock::new(|| {
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("start the keyless runtime")
+        .expect("start the keyless runtime");
+    let handle = rt.handle().clone();
+    std::thread::Builder::new()
+        .name("tlsgate-keyless".into())
+        .spawn(move || rt.block_on(std::future::pending::<()>()))
+        .expect("start the keyless thread");
+    handle
 });
 
 /// Settings shared by every connection of a client.
@@ -55,6 +62,15 @@ pub struct ServerState {
     weight: AtomicU32,
     drain: AtomicBool,
     stop: watch::Sender<bool>,
+    /// This server's series of the per-attempt metrics, looked up once (no label hashing and
+    /// no label-string copies per signature).
+    hot: HotMetrics,
+}
+
+struct HotMetrics {
+    ok: prometheus_client::metrics::counter::Counter,
+    in_flight: prometheus_client::metrics::gauge::Gauge,
+    attempt_duration: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl ServerState {
@@ -180,14 +196,28 @@ impl Client {
             .trim_end_matches(']')
             .to_string();
         let (stop, stop_rx) = watch::channel(false);
+        let labels = ServerLabels {
+            pool: self.name.clone(),
+            server: addr.clone(),
+        };
+        let m = metrics();
+        let hot = HotMetrics {
+            ok: m
+                .attempts
+                .get_or_create(&AttemptLabels {
+                    pool: labels.pool.clone(),
+                    server: labels.server.clone(),
+                    result: "ok",
+                })
+                .clone(),
+            in_flight: m.in_flight.get_or_create(&labels).clone(),
+            attempt_duration: m.attempt_duration.get_or_create(&labels).clone(),
+        };
         let state = Arc::new(ServerState {
             addr: addr.clone(),
             host,
             settings: self.settings.clone(),
-            labels: ServerLabels {
-                pool: self.name.clone(),
-                server: addr.clone(),
-            },
+            labels,
             slots: (0..self.settings.connections_per_server)
                 .map(|_| RwLock::new(None))
                 .collect(),
@@ -197,7 +227,9 @@ impl Client {
             weight: AtomicU32::new(member.weight),
             drain: AtomicBool::new(member.drain),
             stop,
+            hot,
         });
+        metrics().hold_server(&state.labels);
         state.apply(member);
         metrics().connections.get_or_create(&state.labels).set(0);
         metrics().circuit_open.get_or_create(&state.labels).set(0);
@@ -285,19 +317,18 @@ impl Client {
                 count(&server, "connection_lost");
                 continue;
             };
-            let in_flight = m.in_flight.get_or_create(&server.labels).clone();
+            let in_flight = &server.hot.in_flight;
             in_flight.inc();
             server.outstanding.fetch_add(1, Ordering::Relaxed);
             conn.outstanding.fetch_add(1, Ordering::Relaxed);
             let sent = Instant::now();
-            let answer = tokio::time::timeout(timeout, rx).await;
+            // The thread's shared timer: no timer-wheel arm (and eventfd wake) per signature.
+            let answer = tlsgate_timer::timeout(timeout, rx).await;
             server.outstanding.fetch_sub(1, Ordering::Relaxed);
             conn.outstanding.fetch_sub(1, Ordering::Relaxed);
             in_flight.dec();
             if let Ok(Ok(_)) = &answer {
-                m.attempt_duration
-                    .get_or_create(&server.labels)
-                    .observe(sent.elapsed().as_secs_f64());
+                server.hot.attempt_duration.observe(sent.elapsed().as_secs_f64());
             }
             match answer {
                 Ok(Ok(Response::Signature(sig))) => {
@@ -384,6 +415,10 @@ fn best(live: &[Choice], pred: impl Fn(&Arc<ServerState>) -> bool) -> Option<Cho
 }
 
 fn count(server: &ServerState, result: &'static str) {
+    if result == "ok" {
+        server.hot.ok.inc();
+        return;
+    }
     metrics()
         .attempts
         .get_or_create(&AttemptLabels {

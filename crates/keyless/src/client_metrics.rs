@@ -67,6 +67,10 @@ pub struct ClientMetrics {
     pub retries: Counter,
     /// Signatures that failed on every attempt (their handshakes failed).
     pub failures: Counter,
+    /// How many live server states use each label set: a server removed from its pool and added
+    /// back before the removed one's grace period ends has two, and its series must survive the
+    /// first one's departure.
+    live: parking_lot::Mutex<std::collections::HashMap<ServerLabels, usize>>,
 }
 
 impl ClientMetrics {
@@ -83,11 +87,30 @@ impl ClientMetrics {
             sign_duration: Histogram::new(exponential_buckets(0.000_02, 2.0, 18)),
             retries: Counter::default(),
             failures: Counter::default(),
+            live: parking_lot::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
-    /// Drops every series of a server that left its pool.
+    /// A server state with these labels started.
+    pub(crate) fn hold_server(&self, labels: &ServerLabels) {
+        *self.live.lock().entry(labels.clone()).or_insert(0) += 1;
+    }
+
+    /// A server state with these labels stopped: drops every series of the server once no live
+    /// state uses its labels (it left its pool and was not added back).
     pub(crate) fn forget_server(&self, labels: &ServerLabels) {
+        {
+            let mut live = self.live.lock();
+            match live.get_mut(labels) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    return;
+                }
+                _ => {
+                    live.remove(labels);
+                }
+            }
+        }
         self.attempt_duration.remove(labels);
         self.in_flight.remove(labels);
         self.connections.remove(labels);
@@ -177,4 +200,27 @@ pub fn register(registry: &mut Registry) {
         "Signatures that failed on every attempt (handshake aborted)",
         m.failures.clone(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server removed and added back within the grace period keeps its series when the
+    /// removed state's delayed `forget_server` runs.
+    #[test]
+    fn readded_server_keeps_its_series() {
+        let m = ClientMetrics::new();
+        let labels = ServerLabels {
+            pool: "p".into(),
+            server: "ks:1".into(),
+        };
+        m.hold_server(&labels);
+        m.weight.get_or_create(&labels).set(3);
+        m.hold_server(&labels); // added back while the old state drains
+        m.forget_server(&labels); // the old state's grace period ends
+        assert_eq!(m.weight.get(&labels).map(|g| g.get()), Some(3));
+        m.forget_server(&labels); // removed for good
+        assert!(m.weight.get(&labels).is_none());
+    }
 }

@@ -2,6 +2,10 @@
 //! per direction. The reader asks the direction's [`Link`] what happens to each packet and puts
 //! survivors in a time-ordered schedule; the writer sleeps until the earliest departure is due and
 //! writes the packet to the other TUN device.
+//!
+//! An optional tap ([`Forwarder::start_capture`]) records every packet the writers deliver, at
+//! the moment it is written to the receiving TUN device (after loss, queueing and delay: what the
+//! receiver's kernel sees, and when). It costs one relaxed atomic load per packet while off.
 
 use crate::link::{Link, LinkSpec, Verdict};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -57,6 +61,71 @@ impl DirStats {
     }
 }
 
+/// The direction of a captured packet.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CapDir {
+    /// Namespace A (client) → namespace B (server).
+    AToB,
+    /// Namespace B (server) → namespace A (client).
+    BToA,
+}
+
+/// One delivered packet seen by the tap.
+#[derive(Debug, Clone)]
+pub struct CapturedPacket {
+    /// Seconds since the capture started, taken right after the packet was written.
+    pub t: f64,
+    /// Direction.
+    pub dir: CapDir,
+    /// The packet's full length (IP bytes).
+    pub len: usize,
+    /// Its first bytes (at most the snapshot length): IP header, TCP header, payload.
+    pub data: Vec<u8>,
+}
+
+/// What a capture recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    /// Delivered packets in delivery order (per direction; the two directions interleave by time).
+    pub packets: Vec<CapturedPacket>,
+    /// Packets not recorded because the memory cap was reached.
+    pub dropped: u64,
+}
+
+/// The tap's state, shared by both writers.
+struct Tap {
+    on: AtomicBool,
+    inner: Mutex<Option<TapInner>>,
+}
+
+struct TapInner {
+    start: Instant,
+    snaplen: usize,
+    max_bytes: usize,
+    bytes: usize,
+    cap: Capture,
+}
+
+impl Tap {
+    fn record(&self, dir: CapDir, data: &[u8]) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = g.as_mut() else { return };
+        let keep = data.len().min(t.snaplen);
+        if t.bytes + keep > t.max_bytes {
+            t.cap.dropped += 1;
+            return;
+        }
+        t.bytes += keep;
+        let p = CapturedPacket {
+            t: t.start.elapsed().as_secs_f64(),
+            dir,
+            len: data.len(),
+            data: data[..keep].to_vec(),
+        };
+        t.cap.packets.push(p);
+    }
+}
+
 struct Item {
     at_ns: u64,
     seq: u64,
@@ -106,6 +175,7 @@ impl Direction {
 pub struct Forwarder {
     stop: Arc<AtomicBool>,
     dirs: [Arc<Direction>; 2],
+    tap: Arc<Tap>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -133,6 +203,10 @@ impl Forwarder {
         };
         let dirs = [mk(a_to_b, seed), mk(b_to_a, seed ^ 0x9e37_79b9_7f4a_7c15)];
         let (a, b) = (Arc::new(a), Arc::new(b));
+        let tap = Arc::new(Tap {
+            on: AtomicBool::new(false),
+            inner: Mutex::new(None),
+        });
         let mut threads = Vec::new();
         for (i, (from, to)) in [(a.clone(), b.clone()), (b, a)].into_iter().enumerate() {
             let (d, s) = (dirs[i].clone(), stop.clone());
@@ -141,14 +215,20 @@ impl Forwarder {
                     .name(format!("lab-rx{i}"))
                     .spawn(move || reader(&from, &d, &s, epoch))?,
             );
-            let (d, s) = (dirs[i].clone(), stop.clone());
+            let (d, s, tp) = (dirs[i].clone(), stop.clone(), tap.clone());
+            let cd = if i == 0 { CapDir::AToB } else { CapDir::BToA };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("lab-tx{i}"))
-                    .spawn(move || writer(&to, &d, &s, epoch))?,
+                    .spawn(move || writer(&to, &d, &s, epoch, &tp, cd))?,
             );
         }
-        Ok(Self { stop, dirs, threads })
+        Ok(Self {
+            stop,
+            dirs,
+            tap,
+            threads,
+        })
     }
 
     /// Replaces the impairments of both directions.
@@ -168,6 +248,32 @@ impl Forwarder {
     /// Counters of (A→B, B→A).
     pub fn stats(&self) -> (DirStats, DirStats) {
         (self.dirs[0].stats(), self.dirs[1].stats())
+    }
+
+    /// Starts (or restarts, discarding what was recorded) the tap: every delivered packet's first
+    /// `snaplen` bytes are kept until `max_bytes` of them are held; later packets are counted
+    /// as dropped.
+    pub fn start_capture(&self, snaplen: usize, max_bytes: usize) {
+        *self.tap.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(TapInner {
+            start: Instant::now(),
+            snaplen,
+            max_bytes,
+            bytes: 0,
+            cap: Capture::default(),
+        });
+        self.tap.on.store(true, Ordering::Release);
+    }
+
+    /// Stops the tap and returns what it recorded (empty if it was not started).
+    pub fn take_capture(&self) -> Capture {
+        self.tap.on.store(false, Ordering::Release);
+        self.tap
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .map(|t| t.cap)
+            .unwrap_or_default()
     }
 }
 
@@ -227,7 +333,7 @@ fn reader(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) 
     }
 }
 
-fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) {
+fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant, tap: &Tap, cd: CapDir) {
     // Wake on time: the default 50 µs timer slack would add up to that much to every delay.
     let _ = nix::sys::prctl::set_timerslack(1);
     let mut q = dir.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,6 +350,9 @@ fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) 
                 if dev.send(&it.data).is_ok() {
                     dir.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
                     dir.counters.tx_bytes.fetch_add(it.data.len() as u64, Ordering::Relaxed);
+                    if tap.on.load(Ordering::Relaxed) {
+                        tap.record(cd, &it.data);
+                    }
                 }
                 q = dir.queue.lock().unwrap_or_else(|e| e.into_inner());
                 continue;
@@ -251,5 +360,54 @@ fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) 
             Some(Reverse(it)) => Duration::from_nanos(it.at_ns - now),
         };
         q = dir.wake.wait_timeout(q, wait).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap(snaplen: usize, max_bytes: usize) -> Tap {
+        Tap {
+            on: AtomicBool::new(true),
+            inner: Mutex::new(Some(TapInner {
+                start: Instant::now(),
+                snaplen,
+                max_bytes,
+                bytes: 0,
+                cap: Capture::default(),
+            })),
+        }
+    }
+
+    #[test]
+    fn tap_truncates_to_snaplen_and_counts_drops_beyond_the_cap() {
+        let t = tap(10, 25);
+        t.record(CapDir::AToB, &[1; 4]);
+        t.record(CapDir::BToA, &[2; 30]); // keeps 10 bytes (14 held)
+        t.record(CapDir::AToB, &[3; 10]); // 24 held
+        t.record(CapDir::AToB, &[4; 5]); // would be 29 > 25: dropped
+        t.record(CapDir::BToA, &[5; 1]); // 25 held
+        let cap = t.inner.lock().unwrap().take().unwrap().cap;
+        assert_eq!(cap.dropped, 1);
+        let got: Vec<_> = cap.packets.iter().map(|p| (p.dir, p.len, p.data.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                (CapDir::AToB, 4, vec![1; 4]),
+                (CapDir::BToA, 30, vec![2; 10]),
+                (CapDir::AToB, 10, vec![3; 10]),
+                (CapDir::BToA, 1, vec![5; 1]),
+            ]
+        );
+        assert!(cap.packets.windows(2).all(|w| w[0].t <= w[1].t));
+    }
+
+    #[test]
+    fn stopped_tap_records_nothing() {
+        let t = tap(10, 100);
+        *t.inner.lock().unwrap() = None;
+        t.record(CapDir::AToB, &[1; 4]);
+        assert!(t.inner.lock().unwrap().is_none());
     }
 }

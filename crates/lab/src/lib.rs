@@ -14,6 +14,7 @@ pub mod dist;
 pub mod exp;
 pub mod forward;
 pub mod gateway;
+pub mod handshake_timeline;
 pub mod link;
 pub mod measure;
 pub mod netns;

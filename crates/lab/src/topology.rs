@@ -3,7 +3,7 @@
 //! removed on drop: the forwarder stops (closing the TUN devices, which deletes them), then both
 //! namespaces are deleted.
 
-use crate::forward::{DirStats, Forwarder};
+use crate::forward::{Capture, DirStats, Forwarder};
 use crate::link::LinkSpec;
 use crate::netns::{self, ip, Netns};
 use anyhow::Context;
@@ -14,6 +14,9 @@ use tun_rs::{DeviceBuilder, SyncDevice};
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// Address of the server side (namespace B).
 pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+/// Memory cap of a capture ([`Lab::start_capture`]): packet bytes kept.
+pub const CAPTURE_MAX_BYTES: usize = 64 << 20;
 
 /// Settings of a lab beyond the link impairments.
 #[derive(Debug, Clone)]
@@ -160,6 +163,18 @@ impl Lab {
     /// Forwarder counters (A→B, B→A).
     pub fn stats(&self) -> (DirStats, DirStats) {
         self.fwd.stats()
+    }
+
+    /// Starts the forwarder's packet tap (restarting it if on): every packet delivered from
+    /// then on, A→B (client → server) and B→A, is kept whole (up to 2,048 bytes; the MTU is
+    /// smaller) with its delivery time, up to [`CAPTURE_MAX_BYTES`] in all.
+    pub fn start_capture(&self) {
+        self.fwd.start_capture(2048, CAPTURE_MAX_BYTES);
+    }
+
+    /// Stops the tap and returns the delivered packets (and how many did not fit).
+    pub fn take_capture(&self) -> Capture {
+        self.fwd.take_capture()
     }
 }
 

@@ -209,7 +209,8 @@ pub async fn serve_tls(
 /// sending; closing at once with unread bytes makes the kernel send a reset that destroys the
 /// response in flight. Half-close, then read and discard for a moment before closing.
 async fn linger(raw: &mut MeteredStream<TcpStream>) {
-    let _ = raw.shutdown().await;
+    // The TCP half-close itself: `MeteredStream`'s own shutdown only flushes.
+    let _ = raw.get_mut().shutdown().await;
     let mut buf = vec![0u8; 16 * 1024];
     let mut total = 0usize;
     let _ = tokio::time::timeout(Duration::from_secs(2), async {

@@ -83,6 +83,11 @@ impl<S> MeteredStream<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// The wrapped stream, mutably (bytes moved through it directly are not counted).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
 }
 
 /// Bytes read at once when the caller asks for less (a TLS record header, a small record).
@@ -165,7 +170,12 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
         self.project().inner.poll_flush(cx)
     }
 
+    /// Flushes only. The gateway drops a client connection right after shutting it down, and
+    /// `close` sends the FIN that `shutdown(SHUT_WR)` would: the extra system call (which fails
+    /// with `ENOTCONN` whenever the client has already gone) is saved on every connection. Code
+    /// that half-closes and then keeps reading (the lingering close) shuts down the inner stream
+    /// itself through [`MeteredStream::get_mut`].
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().inner.poll_shutdown(cx)
+        self.project().inner.poll_flush(cx)
     }
 }

@@ -101,7 +101,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
             drop(tcp);
             continue;
         };
-        let _ = tcp.set_nodelay(true);
+        // TCP_NODELAY needs no call here: accepted sockets inherit it from the listener (`bind`).
         // One getsockopt per connection, only on listeners with TFO on.
         let tfo = (config.tcp_fastopen > 0 && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
         let gw = gateway.clone();
@@ -120,5 +120,21 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
                 tokio::spawn(crate::redirect::serve_redirect(gw, tcp, peer, guard, config.clone()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `accept_loop` relies on accepted sockets inheriting TCP_NODELAY from the listener.
+    #[test]
+    fn accepted_sockets_inherit_nodelay() {
+        let listener = super::bind("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        listener.set_nonblocking(false).unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(
+            accepted.nodelay().unwrap(),
+            "TCP_NODELAY not inherited from the listener"
+        );
     }
 }

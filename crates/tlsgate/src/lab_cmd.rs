@@ -30,6 +30,12 @@ enum LabCommand {
         /// Samples per cell (default 3 with --quick, else 20; 1 Mbit/s cells use half).
         #[arg(long)]
         samples: Option<usize>,
+        /// ttlb-pq: only these networks (repeat or comma-separate), e.g. 35ms-1g-loss10.
+        #[arg(long = "network", value_delimiter = ',')]
+        networks: Vec<String>,
+        /// ttlb-pq: only these response sizes in KiB (repeat or comma-separate), e.g. 200.
+        #[arg(long = "sizes", value_delimiter = ',')]
+        sizes: Vec<usize>,
     },
     /// Measure the emulator: added latency, RTT bias, largest forwarding rate, rate accuracy.
     Calibrate {
@@ -85,6 +91,8 @@ pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
             quick,
             out,
             samples,
+            networks,
+            sizes,
         } => {
             let opts = RunOpts {
                 exe: std::env::current_exe()?,
@@ -92,6 +100,8 @@ pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
                 quick: *quick,
                 samples: *samples,
                 verbose: true,
+                networks: networks.clone(),
+                sizes_kib: sizes.clone(),
             };
             match name {
                 Experiment::TtlbPq => {

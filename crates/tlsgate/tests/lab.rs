@@ -133,6 +133,8 @@ fn tricks_quick() {
         "tls13-0rtt",
         "ocsp-stapled",
         "ocsp-off",
+        "ocsp12-stapled",
+        "ocsp12-off",
     ] {
         let l = fast(label)["as_labelled"].as_str().unwrap().to_string();
         let (a, b) = l.split_once('/').unwrap();
@@ -165,4 +167,56 @@ fn tricks_quick() {
     );
     // The staple is on the wire.
     assert!(f(fast("ocsp-stapled"), "down_bytes") > f(fast("ocsp-off"), "down_bytes") + 100.0);
+
+    // Seed 003's per-message table, from the packet capture: every stapled TLS 1.2 handshake
+    // carries a CertificateStatus message, no plain one does.
+    let md = std::fs::read_to_string(dir.path().join("tricks.md")).unwrap();
+    assert!(md.contains("## OCSP staple per handshake message (seed 003)"), "{md}");
+    let summary = j["ocsp_summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 2, "{summary:?}");
+    for o in summary {
+        let n = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("{k} in {o}"));
+        assert!(n("conns_off") >= 3 && n("conns_on") >= 3, "{o}");
+        assert_eq!(n("with_status_off"), 0, "{o}");
+        assert_eq!(n("with_status_on"), n("conns_on"), "{o}");
+        assert!(f(o, "status_bytes") > 100.0, "{o}");
+        assert_eq!(n("capture_dropped"), 0, "{o}");
+        // The server's Finished reaches the client 2.5 RTTs after the SYN reached the server.
+        let rtt = f(o, "rtt_ms");
+        for k in ["handshake_p50_off_ms", "handshake_p50_on_ms"] {
+            assert!(f(o, k) >= 2.5 * rtt - 0.5, "{k}: {o}");
+        }
+    }
+    let msgs = j["ocsp_messages"].as_array().unwrap();
+    let row = |net: &str, m: &str, d: &str| {
+        msgs.iter()
+            .find(|r| r["network"] == net && r["message"] == m && r["dir"] == d)
+            .unwrap_or_else(|| panic!("no {m} {d} on {net}"))
+    };
+    for net in ["fast-20ms-1g", "slow-lossy-100ms-2m-1pct"] {
+        let cs = row(net, "CertificateStatus", "s→c");
+        assert_eq!(cs["n_off"], 0, "{cs}");
+        assert!(cs["n_on"].as_u64().unwrap() >= 3 && f(cs, "bytes_on") > 100.0, "{cs}");
+        for (m, d) in [
+            ("ClientHello", "c→s"),
+            ("ServerHello", "s→c"),
+            ("Certificate", "s→c"),
+            ("ServerKeyExchange", "s→c"),
+            ("ServerHelloDone", "s→c"),
+            ("ClientKeyExchange", "c→s"),
+            ("Finished", "s→c"),
+            ("ApplicationData", "s→c"),
+        ] {
+            let r = row(net, m, d);
+            assert!(
+                r["n_off"].as_u64().unwrap() >= 3 && r["n_on"].as_u64().unwrap() >= 3,
+                "{r}"
+            );
+        }
+    }
+    // The ClientHello reaches the server one RTT after the SYN (lossless link).
+    let ch = row("fast-20ms-1g", "ClientHello", "c→s");
+    assert!(f(ch, "p50_off_ms") >= 20.0 - 0.5, "{ch}");
+    let tl = std::fs::read_to_string(dir.path().join("tricks-timelines.csv")).unwrap();
+    assert!(tl.lines().filter(|l| l.contains("CertificateStatus")).count() >= 6);
 }

@@ -23,6 +23,11 @@ pub struct RunOpts {
     pub samples: Option<usize>,
     /// Print progress on stderr.
     pub verbose: bool,
+    /// ttlb-pq: run only the networks whose name is listed (empty: all), e.g. `35ms-1g-loss10`
+    /// to give one cell many more samples.
+    pub networks: Vec<String>,
+    /// ttlb-pq: run only these response sizes, KiB (empty: each network's own list).
+    pub sizes_kib: Vec<usize>,
 }
 
 impl RunOpts {

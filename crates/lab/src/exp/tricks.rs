@@ -6,11 +6,17 @@
 //! resumed handshakes (TLS 1.2 and 1.3), TLS 1.2 vs 1.3, TLS 1.3 resumed vs resumed with 0-RTT,
 //! and an OCSP staple on/off (bytes and handshake time; the client-side OCSP lookup a staple
 //! replaces is not emulated).
+//!
+//! Seed 003's per-message table: fresh TLS 1.2 full handshakes against the `plain` and `staple`
+//! sites with the forwarder's tap on; [`crate::handshake_timeline`] turns each connection's
+//! packets into the delivery time of every handshake message, aggregated per message
+//! ([`MessageRow`], [`OcspSummary`]).
 
 use super::{tricks_report, Network, RunOpts};
 use crate::client::{bench_new_conn, probe, BenchOpts, ConnSample, ProbeOpts};
 use crate::exp::ttlb_pq::tempdir;
 use crate::gateway::{Gateway, GatewaySpec, Site};
+use crate::handshake_timeline::{timelines, Side, Timeline};
 use crate::report::{write_csv, write_json, Pcts};
 use crate::{Lab, LinkSpec};
 use anyhow::Context;
@@ -69,12 +75,169 @@ pub struct Trick {
     pub note: String,
 }
 
+/// One handshake message (or TCP event) with the OCSP staple off and on: seed 003's table.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageRow {
+    /// Network.
+    pub network: String,
+    /// RTT, ms.
+    pub rtt_ms: f64,
+    /// Message, e.g. `CertificateStatus` (first of its name and direction per connection).
+    pub message: String,
+    /// `c→s` or `s→c`.
+    pub dir: String,
+    /// Connections where it was seen, staple off.
+    pub n_off: usize,
+    /// Staple on.
+    pub n_on: usize,
+    /// Median bytes (handshake message with header; record payload), staple off.
+    pub bytes_off: f64,
+    /// Staple on.
+    pub bytes_on: f64,
+    /// Delivery of its last byte, ms after the SYN's delivery: p50, staple off.
+    pub p50_off_ms: f64,
+    /// p50, staple on.
+    pub p50_on_ms: f64,
+    /// p90, staple off.
+    pub p90_off_ms: f64,
+    /// p90, staple on.
+    pub p90_on_ms: f64,
+    /// `p50_on_ms - p50_off_ms`.
+    pub delta_p50_ms: f64,
+}
+
+/// The staple's cost per network, from the captures.
+#[derive(Debug, Clone, Serialize)]
+pub struct OcspSummary {
+    /// Network.
+    pub network: String,
+    /// RTT, ms.
+    pub rtt_ms: f64,
+    /// Connections captured (staple off / on).
+    pub conns_off: usize,
+    /// Staple on.
+    pub conns_on: usize,
+    /// Connections with a CertificateStatus message, staple off (should be 0).
+    pub with_status_off: usize,
+    /// Staple on (should be all).
+    pub with_status_on: usize,
+    /// Median CertificateStatus bytes (with its 4-byte header), staple on.
+    pub status_bytes: f64,
+    /// Mean server→client IP bytes per connection, off / on (forwarder counters).
+    pub down_bytes_off: u64,
+    /// Staple on.
+    pub down_bytes_on: u64,
+    /// Server Finished delivered to the client (handshake done), p50 ms after the SYN, off.
+    pub handshake_p50_off_ms: f64,
+    /// Staple on.
+    pub handshake_p50_on_ms: f64,
+    /// p90, off.
+    pub handshake_p90_off_ms: f64,
+    /// p90, on.
+    pub handshake_p90_on_ms: f64,
+    /// Packets the capture could not keep (memory cap).
+    pub capture_dropped: u64,
+}
+
+/// Protocol order of the TLS 1.2 full handshake: the tie-break when messages arrive together.
+const ORDER: [(&str, Side); 16] = [
+    ("SYN", Side::ClientToServer),
+    ("SYN-ACK", Side::ServerToClient),
+    ("ACK", Side::ClientToServer),
+    ("ClientHello", Side::ClientToServer),
+    ("ServerHello", Side::ServerToClient),
+    ("Certificate", Side::ServerToClient),
+    ("CertificateStatus", Side::ServerToClient),
+    ("ServerKeyExchange", Side::ServerToClient),
+    ("ServerHelloDone", Side::ServerToClient),
+    ("ClientKeyExchange", Side::ClientToServer),
+    ("ChangeCipherSpec", Side::ClientToServer),
+    ("Finished", Side::ClientToServer),
+    ("ChangeCipherSpec", Side::ServerToClient),
+    ("Finished", Side::ServerToClient),
+    ("ApplicationData", Side::ClientToServer),
+    ("ApplicationData", Side::ServerToClient),
+];
+
+/// Per-message rows, staple off vs on, ordered by p50 delivery time (then protocol order).
+pub fn message_rows(net: &Network, off: &[Timeline], on: &[Timeline]) -> Vec<MessageRow> {
+    let mut keys: Vec<(String, Side)> = vec![];
+    for e in off.iter().chain(on).flat_map(|t| &t.events) {
+        if !keys.iter().any(|(n, d)| *n == e.name && *d == e.dir) {
+            keys.push((e.name.clone(), e.dir));
+        }
+    }
+    let col = |tl: &[Timeline], name: &str, dir: Side| -> (Pcts, f64) {
+        let ev: Vec<_> = tl.iter().filter_map(|t| t.find(name, dir)).collect();
+        let bytes: Vec<f64> = ev.iter().map(|e| e.bytes as f64).collect();
+        (
+            Pcts::of(&ev.iter().map(|e| e.t_ms).collect::<Vec<_>>()),
+            crate::measure::percentile(&bytes, 50.0),
+        )
+    };
+    let mut rows: Vec<(usize, MessageRow)> = keys
+        .into_iter()
+        .map(|(name, dir)| {
+            let (a, ab) = col(off, &name, dir);
+            let (b, bb) = col(on, &name, dir);
+            let rank = ORDER
+                .iter()
+                .position(|(n, d)| *n == name && *d == dir)
+                .unwrap_or(ORDER.len());
+            let row = MessageRow {
+                network: net.name.clone(),
+                rtt_ms: net.rtt_ms,
+                dir: dir.arrow().into(),
+                message: name,
+                n_off: a.n,
+                n_on: b.n,
+                bytes_off: ab,
+                bytes_on: bb,
+                p50_off_ms: a.p50,
+                p50_on_ms: b.p50,
+                p90_off_ms: a.p90,
+                p90_on_ms: b.p90,
+                delta_p50_ms: b.p50 - a.p50,
+            };
+            (rank, row)
+        })
+        .collect();
+    let key = |r: &MessageRow| {
+        if r.p50_on_ms.is_finite() {
+            r.p50_on_ms
+        } else {
+            r.p50_off_ms
+        }
+    };
+    rows.sort_by(|(ra, a), (rb, b)| key(a).total_cmp(&key(b)).then(ra.cmp(rb)));
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
 fn networks(quick: bool) -> Vec<Network> {
     let _ = quick;
     vec![
         Network::new("slow-lossy-100ms-2m-1pct", 100.0, 2.0, 0.01),
         Network::new("fast-20ms-1g", 20.0, 1000.0, 0.0),
     ]
+}
+
+/// One event of one captured connection (`tricks-timelines.csv`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineRow {
+    /// Network.
+    pub network: String,
+    /// `ocsp12-off` / `ocsp12-stapled`.
+    pub config: String,
+    /// 1-based connection number within the configuration.
+    pub connection: usize,
+    /// Message.
+    pub message: String,
+    /// `c→s` / `s→c`.
+    pub dir: String,
+    /// Delivery of its last byte, ms after the SYN's delivery.
+    pub t_ms: f64,
+    /// Bytes.
+    pub bytes: usize,
 }
 
 struct Env<'a> {
@@ -195,6 +358,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
     let mut tricks = vec![];
     let mut configs = vec![];
     let mut samples = vec![];
+    let (mut message_table, mut ocsp_summaries, mut timeline_rows) = (vec![], vec![], vec![]);
     for net in networks(opts.quick) {
         net.apply(&lab)?;
         lab.set_initcwnd(Some(10))?;
@@ -299,6 +463,90 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
             &(1..=n).collect::<Vec<_>>(),
             |c| c.stapled,
         )?;
+        // Seed 003's per-message table: fresh TLS 1.2 full handshakes (one connection per probe
+        // process: no session to offer), staple off and on, every packet captured.
+        let full12 = ProbeOpts {
+            tls: Some("1.2".into()),
+            connections: 1,
+            no_ticket: true,
+            ..base.clone()
+        };
+        let mut tl = vec![];
+        let mut dropped = 0;
+        for (label, sni) in [("ocsp12-off", "plain.lab"), ("ocsp12-stapled", "staple.lab")] {
+            let po = ProbeOpts {
+                sni: sni.into(),
+                ..full12.clone()
+            };
+            lab.start_capture();
+            let check: fn(&ConnSample) -> bool = if sni == "plain.lab" {
+                |c| !c.stapled && !c.resumed
+            } else {
+                |c| c.stapled && !c.resumed
+            };
+            let r = env.probe(label, dynamic.addr, &po, n, &[1], check);
+            let cap = lab.take_capture();
+            r?;
+            dropped += cap.dropped;
+            let t: Vec<Timeline> = timelines(&cap.packets)
+                .into_iter()
+                .filter(|t| t.server == dynamic.addr)
+                .collect();
+            for (i, t) in t.iter().enumerate() {
+                env.samples.push(serde_json::json!({
+                    "network": net.name, "config": label, "connection": i + 1, "timeline": t
+                }));
+                for e in &t.events {
+                    timeline_rows.push(TimelineRow {
+                        network: net.name.clone(),
+                        config: label.into(),
+                        connection: i + 1,
+                        message: e.name.clone(),
+                        dir: e.dir.arrow().into(),
+                        t_ms: e.t_ms,
+                        bytes: e.bytes,
+                    });
+                }
+            }
+            tl.push(t);
+        }
+        let (off, on) = (&tl[0], &tl[1]);
+        let with = |v: &[Timeline]| {
+            v.iter()
+                .filter(|t| t.find("CertificateStatus", Side::ServerToClient).is_some())
+                .count()
+        };
+        let done = |v: &[Timeline]| {
+            Pcts::of(
+                &v.iter()
+                    .filter_map(|t| t.find("Finished", Side::ServerToClient))
+                    .map(|e| e.t_ms)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let status_bytes: Vec<f64> = on
+            .iter()
+            .filter_map(|t| t.find("CertificateStatus", Side::ServerToClient))
+            .map(|e| e.bytes as f64)
+            .collect();
+        let down = |l: &str| env.get(l).map_or(0, |c| c.down_bytes);
+        ocsp_summaries.push(OcspSummary {
+            network: net.name.clone(),
+            rtt_ms: net.rtt_ms,
+            conns_off: off.len(),
+            conns_on: on.len(),
+            with_status_off: with(off),
+            with_status_on: with(on),
+            status_bytes: crate::measure::percentile(&status_bytes, 50.0),
+            down_bytes_off: down("ocsp12-off"),
+            down_bytes_on: down("ocsp12-stapled"),
+            handshake_p50_off_ms: done(off).p50,
+            handshake_p50_on_ms: done(on).p50,
+            handshake_p90_off_ms: done(off).p90,
+            handshake_p90_on_ms: done(on).p90,
+            capture_dropped: dropped,
+        });
+        message_table.extend(message_rows(&net, off, on));
         // TCP Fast Open (bench: fresh connections, no resumption; the first one fetches the cookie).
         // With X25519MLKEM768 the ClientHello (~1.3 KB key share) no longer fits in the SYN.
         for (g, tag) in [("X25519", "x25519"), ("X25519MLKEM768", "mlkem")] {
@@ -343,13 +591,18 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
     }
     drop((dynamic, fixed, lab));
     write_csv(&opts.out.join("tricks.csv"), &tricks)?;
+    write_csv(&opts.out.join("tricks-ocsp-messages.csv"), &message_table)?;
+    write_csv(&opts.out.join("tricks-timelines.csv"), &timeline_rows)?;
     write_json(
         &opts.out.join("tricks.json"),
-        &serde_json::json!({ "tricks": tricks, "configs": configs, "samples": samples }),
+        &serde_json::json!({
+            "tricks": tricks, "configs": configs, "ocsp_messages": message_table,
+            "ocsp_summary": ocsp_summaries, "samples": samples
+        }),
     )?;
     std::fs::write(
         opts.out.join("tricks.md"),
-        tricks_report::markdown(&tricks, &configs, opts),
+        tricks_report::markdown(&tricks, &configs, &message_table, &ocsp_summaries, opts),
     )?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(tricks)

@@ -107,6 +107,32 @@ fn matrix(quick: bool) -> Vec<Setting> {
     m
 }
 
+/// The settings of `m` on the listed networks (all when empty), with only the listed sizes (each
+/// setting's own when empty); an error when nothing is left, naming what exists.
+fn select(m: Vec<Setting>, networks: &[String], sizes_kib: &[usize]) -> anyhow::Result<Vec<Setting>> {
+    let names: Vec<String> = m.iter().map(|s| s.net.name.clone()).collect();
+    let picked: Vec<Setting> = m
+        .into_iter()
+        .filter(|s| networks.is_empty() || networks.contains(&s.net.name))
+        .map(|mut s| {
+            if !sizes_kib.is_empty() {
+                s.sizes.retain(|b| sizes_kib.contains(&(b / 1024)));
+            }
+            s
+        })
+        .filter(|s| !s.sizes.is_empty())
+        .collect();
+    if picked.is_empty() {
+        let mut names = names;
+        names.dedup();
+        anyhow::bail!(
+            "no cell matches --network {networks:?} --sizes {sizes_kib:?}; networks: {}",
+            names.join(", ")
+        );
+    }
+    Ok(picked)
+}
+
 /// One sample.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -187,7 +213,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
             ocsp_file: None,
         });
     }
-    let m = matrix(opts.quick);
+    let m = select(matrix(opts.quick), &opts.networks, &opts.sizes_kib)?;
     let mut bodies: Vec<usize> = m.iter().flat_map(|s| s.sizes.iter().copied()).collect();
     bodies.sort_unstable();
     bodies.dedup();
@@ -320,4 +346,25 @@ pub fn tempdir() -> anyhow::Result<std::path::PathBuf> {
     let d = std::env::temp_dir().join(crate::netns::unique_id());
     std::fs::create_dir_all(&d)?;
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_keeps_the_listed_networks_and_sizes() {
+        let all = matrix(false);
+        let n_all = all.len();
+        assert_eq!(select(matrix(false), &[], &[]).unwrap().len(), n_all);
+        let one = select(matrix(false), &["35ms-1g-loss10".to_string()], &[200]).unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].net.name, "35ms-1g-loss10");
+        assert_eq!(one[0].sizes, vec![200 * 1024]);
+        let err = select(matrix(false), &["nowhere".to_string()], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("35ms-1g-loss10"), "{err}");
+        assert!(select(matrix(false), &[], &[7]).is_err());
+    }
 }
