@@ -28,4 +28,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn ping(&self) -> BoxFuture<'static, Result<(), StoreError>>;
     /// A name for logs and metrics: `redis` or `memcached`.
     fn kind(&self) -> &'static str;
+    /// The circuit breaker just opened: drop every connection, so that one left hanging (the
+    /// store stopped answering without closing it) is not used again once the breaker closes.
+    /// Backends that already drop a connection whose operation was abandoned need nothing here.
+    fn reset(&self) {}
 }

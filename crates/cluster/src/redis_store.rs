@@ -42,6 +42,8 @@ static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
 struct ThreadSlot {
     conn: Option<Conn>,
     connecting: bool,
+    /// The store's `generation` when `conn` was opened; an older one is dropped on next use.
+    generation: u64,
 }
 
 thread_local! {
@@ -68,6 +70,8 @@ struct Inner {
     target: Target,
     conn: Mutex<Option<Conn>>,
     connecting: AtomicBool,
+    /// Bumped by `reset`: every worker's connection from before is dropped on its next use.
+    generation: AtomicU64,
     io_timeout: Duration,
     /// The runtime that owns the connection's driver task (the control loop's).
     handle: tokio::runtime::Handle,
@@ -126,6 +130,7 @@ impl RedisStore {
                 target,
                 conn: Mutex::new(None),
                 connecting: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
                 io_timeout,
                 handle: tokio::runtime::Handle::current(),
             }),
@@ -154,7 +159,11 @@ impl RedisStore {
     fn conn(&self) -> Result<Conn, StoreError> {
         let on_own_loop = tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() != self.inner.handle.id());
         if on_own_loop {
+            let generation = self.inner.generation.load(Ordering::Acquire);
             let own = with_slot(self.inner.id, |slot| {
+                if slot.generation != generation {
+                    slot.conn = None;
+                }
                 if slot.conn.is_none() && !slot.connecting {
                     slot.connecting = true;
                     let inner = self.inner.clone();
@@ -163,7 +172,10 @@ impl RedisStore {
                         with_slot(inner.id, |slot| {
                             slot.connecting = false;
                             match conn {
-                                Ok(c) => slot.conn = Some(c),
+                                Ok(c) => {
+                                    slot.conn = Some(c);
+                                    slot.generation = generation;
+                                }
                                 Err(e) => tracing::debug!(error = %e, "redis: worker connection failed"),
                             }
                         });
@@ -264,5 +276,10 @@ impl Backend for RedisStore {
 
     fn kind(&self) -> &'static str {
         "redis"
+    }
+
+    fn reset(&self) {
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        *self.inner.conn.lock() = None;
     }
 }

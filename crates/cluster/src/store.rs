@@ -314,8 +314,17 @@ async fn write_sessions(
 /// While the breaker is open, pings the store every `retry`; closes the breaker when it answers.
 async fn probe(backend: Arc<dyn Backend>, breaker: Arc<Breaker>, retry: Duration, timeout: Duration) {
     let mut last_error = String::new();
+    // The breaker starts open, before any connection exists: nothing to reset then.
+    let mut was_open = true;
     loop {
-        if breaker.is_open() {
+        let open = breaker.is_open();
+        if open && !was_open {
+            // It opened since the last look: connections that stopped answering must not be
+            // trusted again when it closes (a hung connection never fails on its own).
+            backend.reset();
+        }
+        was_open = open;
+        if open {
             match tokio::time::timeout(timeout, backend.ping()).await {
                 Ok(Ok(())) => {
                     if breaker.close() {

@@ -579,3 +579,71 @@ fn sessions_cross_nodes_through_a_redis_cluster() {
         .sum();
     assert!(keys >= 1, "no session entry in the Redis Cluster");
 }
+
+/// Ids of the clients connected to Redis now (without the `redis-cli` asking).
+fn redis_client_ids(redis: &StoreProcess) -> Vec<String> {
+    redis
+        .redis_cli(&["client", "list"])
+        .lines()
+        .filter(|l| !l.contains("cmd=client|list") && !l.contains("cmd=client "))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")).map(str::to_string))
+        .collect()
+}
+
+/// A store that stops answering without closing its connections (here: paused) trips the
+/// breaker; the node must then drop those connections and use new ones, since a connection that
+/// hangs never fails on its own.
+#[test]
+fn a_hung_redis_connection_is_replaced_once_the_breaker_opens() {
+    let redis = StoreProcess::redis();
+    let c = Cluster::new();
+    let store = format!(
+        "store = \"redis\"\nservers = [\"{}\"]\nlookup_timeout = \"20ms\"\nbreaker_failures = 2\n",
+        redis.redis_url()
+    );
+    // b keeps one session locally: alternating two sessions sends every lookup to Redis.
+    let a = c.node(&store);
+    let b = c.node_with(&c.secret, &store, "[tls.session_cache]\nsize = 1\n");
+    wait_connected(&a);
+    wait_connected(&b);
+    let (sess, other) = (c.file("hung.sess"), c.file("hung2.sess"));
+    c.save(&a, TLS12_ID, &sess);
+    c.save(&a, TLS12_ID, &other);
+    wait_written(&a, 2.0);
+    // b's worker opens its own connection on its first lookups.
+    assert!(
+        wait_until(Duration::from_secs(10), || c.resumes(&b, TLS12_ID, &sess)),
+        "{}",
+        b.gw.log()
+    );
+    drop(a); // only b's connections are left in Redis
+    assert!(wait_until(Duration::from_secs(5), || redis_client_ids(&redis).len() <= 2));
+    let old = redis_client_ids(&redis);
+    assert!(!old.is_empty(), "b holds no connection to Redis");
+    redis.pause();
+    for _ in 0..2 {
+        assert!(!c.resumes(&b, TLS12_ID, &other), "a paused store cannot resume");
+        assert!(!c.resumes(&b, TLS12_ID, &sess), "a paused store cannot resume");
+    }
+    assert_eq!(state(&b, "session_store_breaker_open"), 1.0, "{}", b.gw.log());
+    redis.resume();
+    wait_connected(&b);
+    assert!(
+        wait_until(Duration::from_secs(10), || c.resumes(&b, TLS12_ID, &other)
+            && c.resumes(&b, TLS12_ID, &sess)),
+        "resumption must come back: {}",
+        b.gw.log()
+    );
+    // Every connection from before the pause (the control loop's and the worker's) is gone.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let _ = c.resumes(&b, TLS12_ID, &other);
+            let _ = c.resumes(&b, TLS12_ID, &sess);
+            let now = redis_client_ids(&redis);
+            !now.is_empty() && old.iter().all(|id| !now.contains(id))
+        }),
+        "hung connections kept: before {old:?}, now {:?}\n{}",
+        redis_client_ids(&redis),
+        b.gw.log()
+    );
+}
