@@ -138,8 +138,14 @@ impl Selector {
         let Some(name) = sni else {
             return Some(self.default);
         };
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        if let Some(i) = self.exact.get(&name) {
+        let name = name.trim_end_matches('.');
+        // Clients send lowercase names; only a name with capitals costs a copy.
+        let name: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            name.to_ascii_lowercase().into()
+        } else {
+            name.into()
+        };
+        if let Some(i) = self.exact.get(name.as_ref()) {
             return Some(*i);
         }
         if let Some((_, parent)) = name.split_once('.') {
@@ -155,6 +161,9 @@ impl Selector {
 
     fn choose(&self, hello: &ClientHello<'_>) -> Option<&SiteVariant> {
         let site = &self.sites[self.site_for(hello.servername(NameType::HOST_NAME))?];
+        if let [only] = site.variants.as_slice() {
+            return Some(only);
+        }
         let caps = ClientCapabilities::from_parts(
             hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS),
             hello.get_extension(ExtensionType::SUPPORTED_VERSIONS),

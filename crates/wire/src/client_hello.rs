@@ -15,17 +15,21 @@ const ECDHE_ECDSA_SUITES: [u16; 8] = [0xC02B, 0xC02C, 0xCCA9, 0xC009, 0xC00A, 0x
 /// Reads a list of big-endian u16 values prefixed by a length of `prefix` bytes (1 or 2).
 /// Returns an empty vector for malformed input.
 pub fn u16_list(data: &[u8], prefix: usize) -> Vec<u16> {
-    let Some(len_bytes) = data.get(..prefix) else {
-        return Vec::new();
-    };
-    let len = len_bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-    let Some(body) = data.get(prefix..prefix + len) else {
-        return Vec::new();
-    };
-    if len % 2 != 0 {
-        return Vec::new();
-    }
-    body.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()
+    u16_items(data, prefix).collect()
+}
+
+/// The values of [`u16_list`] without collecting them (nothing for malformed input).
+pub fn u16_items(data: &[u8], prefix: usize) -> impl Iterator<Item = u16> + '_ {
+    let body = data.get(..prefix).and_then(|len_bytes| {
+        let len = len_bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        data.get(prefix..prefix.checked_add(len)?)
+            .filter(|body| body.len() % 2 == 0)
+    });
+    be_u16s(body.unwrap_or_default())
+}
+
+fn be_u16s(raw: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    raw.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]))
 }
 
 /// Parses the body of a `signature_algorithms` extension.
@@ -40,7 +44,7 @@ pub fn supported_versions(ext: &[u8]) -> Vec<u16> {
 
 /// Parses the raw cipher-suite list (no length prefix, as BoringSSL exposes it).
 pub fn cipher_suites(raw: &[u8]) -> Vec<u16> {
-    raw.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()
+    be_u16s(raw).collect()
 }
 
 /// The first PSK identity of a `pre_shared_key` extension (RFC 8446 §4.2.11): for tlsgate's own
@@ -74,18 +78,17 @@ pub struct ClientCapabilities {
 impl ClientCapabilities {
     /// From the raw pieces of a ClientHello.
     pub fn from_parts(sigalgs_ext: Option<&[u8]>, versions_ext: Option<&[u8]>, ciphers: &[u8]) -> Self {
-        let sigalgs = sigalgs_ext.map(signature_algorithms).unwrap_or_default();
-        let versions = versions_ext.map(supported_versions).unwrap_or_default();
+        // Runs in every handshake's certificate selection: the lists are scanned, not collected.
+        let mut versions = versions_ext.map(|ext| u16_items(ext, 1)).into_iter().flatten();
         Self {
-            offers_tls13: versions.contains(&0x0304),
+            offers_tls13: versions.any(|v| v == 0x0304),
             // A TLS 1.2 client without the extension implicitly accepts SHA-1 ECDSA only if it
             // offers ECDSA suites (RFC 5246 7.4.1.4.1); treat that as "can verify ECDSA".
-            ecdsa_sigalgs: if sigalgs_ext.is_some() {
-                sigalgs.iter().any(|a| ECDSA_SIGALGS.contains(a))
-            } else {
-                true
+            ecdsa_sigalgs: match sigalgs_ext {
+                Some(ext) => u16_items(ext, 2).any(|a| ECDSA_SIGALGS.contains(&a)),
+                None => true,
             },
-            ecdsa_tls12_suites: cipher_suites(ciphers).iter().any(|s| ECDHE_ECDSA_SUITES.contains(s)),
+            ecdsa_tls12_suites: be_u16s(ciphers).any(|s| ECDHE_ECDSA_SUITES.contains(&s)),
         }
     }
 
@@ -132,6 +135,16 @@ mod tests {
         assert!(signature_algorithms(&[0, 3, 1, 2, 3]).is_empty(), "odd length");
         assert!(supported_versions(&[200]).is_empty());
         assert_eq!(cipher_suites(&[0xC0, 0x2B, 0x01]), vec![0xC02B]);
+        // A length prefix that overflows on a 64-bit add is refused too.
+        assert_eq!(u16_items(&[0xFF; 8], 8).count(), 0);
+    }
+
+    #[test]
+    fn malformed_extensions_decide_like_empty_ones() {
+        // sigalgs present but malformed: nothing ECDSA in it; versions malformed: no TLS 1.3.
+        let caps = ClientCapabilities::from_parts(Some(&[0, 9, 4, 3]), Some(&[9, 3, 4]), &[0xC0, 0x2B]);
+        assert!(!caps.offers_tls13);
+        assert!(!caps.can_use_ecdsa(true));
     }
 
     #[test]
