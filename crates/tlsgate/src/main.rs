@@ -18,14 +18,14 @@ mod reload;
 mod serve;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// mimalloc for Rust and, through its `override` feature, for BoringSSL's C allocations too: the
 /// per-connection churn (the `SSL` object, record buffers, hyper's connection state) costs about
 /// half of what glibc's malloc costs (docs/BENCHMARKS.md, "Allocator").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// tlsgate: a TLS-terminating reverse proxy built for the lowest handshake cost.
 #[derive(Parser, Debug)]
