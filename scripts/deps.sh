@@ -25,3 +25,22 @@ tlsgate_install_packages() {
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
 TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium)
+
+# Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
+#   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)
+TLSGATE_GO_TOOLS=(github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible)
+
+tlsgate_install_go_tools() {
+  command -v go >/dev/null || tlsgate_install_packages golang-go
+  local bin
+  bin="$(go env GOPATH)/bin"
+  export PATH="$PATH:$bin"
+  for tool in "${TLSGATE_GO_TOOLS[@]}"; do
+    local name="${tool%@*}"
+    name="${name##*/}"
+    if ! command -v "$name" >/dev/null; then
+      echo "installing: $tool (go install)" >&2
+      GOFLAGS=-mod=mod go install "$tool"
+    fi
+  done
+}

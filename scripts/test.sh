@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 tlsgate_install_packages "${TLSGATE_BUILD_PACKAGES[@]}" "${TLSGATE_TEST_PACKAGES[@]}"
+tlsgate_install_go_tools
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
@@ -15,8 +16,8 @@ cargo fmt --all -- --check
 step "cargo clippy (release profile, warnings are errors)"
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
-step "cargo test (release profile)"
-cargo test --release --locked --workspace -- --test-threads="${TLSGATE_TEST_THREADS:-2}"
+step "cargo test (release profile; every failure of the run is shown, not just the first binary's)"
+cargo test --release --locked --workspace --no-fail-fast -- --test-threads="${TLSGATE_TEST_THREADS:-2}"
 
 step "fuzz smoke run"
 if [ "${TLSGATE_SKIP_FUZZ:-0}" = 1 ]; then

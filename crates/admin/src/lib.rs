@@ -8,4 +8,4 @@ pub mod server;
 
 pub use hyper::{Method, StatusCode};
 pub use metrics::Metrics;
-pub use server::{serve_admin, AdminHooks, ApiFuture};
+pub use server::{serve_admin, AdminHooks, ApiFuture, ReloadReport, NOT_APPLIED_HEADER};

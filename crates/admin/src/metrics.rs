@@ -70,6 +70,24 @@ pub struct RequestLabels {
     pub protocol: &'static str,
 }
 
+/// Labels of a request that did not complete normally.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IncompleteLabels {
+    /// Site name.
+    pub site: &'static str,
+    /// `client_abandoned` or `upstream_aborted`.
+    pub reason: &'static str,
+}
+
+/// Labels of one origin server of an upstream group.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InFlightLabels {
+    /// Upstream group.
+    pub upstream: &'static str,
+    /// The server's `host:port`.
+    pub server: &'static str,
+}
+
 /// Labels of upstream observations.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamLabels {
@@ -136,6 +154,10 @@ pub struct Metrics {
     pub connections_shed: Counter,
     /// Requests answered.
     pub requests: Family<RequestLabels, Counter>,
+    /// Requests that did not complete: the client went away, or the origin's body failed.
+    pub requests_incomplete: Family<IncompleteLabels, Counter>,
+    /// Requests in flight per origin server (what `least_conn` compares; set at scrape time).
+    pub upstream_in_flight: Family<InFlightLabels, Gauge>,
     /// Time from forwarding a request to receiving the upstream's response header.
     pub upstream_duration: Family<UpstreamLabels, Histogram>,
     /// Upstream failures.
@@ -214,6 +236,18 @@ impl Metrics {
             "HTTP requests answered, by site, status and protocol",
             requests.clone(),
         );
+        let requests_incomplete = Family::default();
+        registry.register(
+            "requests_incomplete",
+            "Requests that did not complete, by site and reason (client_abandoned, upstream_aborted)",
+            requests_incomplete.clone(),
+        );
+        let upstream_in_flight = Family::default();
+        registry.register(
+            "upstream_in_flight",
+            "Requests in flight per origin server, until their response body ends",
+            upstream_in_flight.clone(),
+        );
         let upstream_duration = Family::<UpstreamLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.000_1, 2.0, 18))
         });
@@ -278,6 +312,8 @@ impl Metrics {
             connections_accepted,
             connections_shed,
             requests,
+            requests_incomplete,
+            upstream_in_flight,
             upstream_duration,
             upstream_errors,
             bytes_in,

@@ -3,7 +3,10 @@
 //! - `GET /metrics`: Prometheus text.
 //! - `GET /healthz`: `ok`.
 //! - `POST /reload`: re-read the configuration and certificates (what `tlsgate reload` calls);
-//!   200 with a summary, or 500 with the reason the new configuration was refused.
+//!   200 with a summary, or 500 with the reason the new configuration was refused. Changes the
+//!   running process cannot apply (listeners, admin address, workers, `[cluster]`, ...) are
+//!   listed after the summary, one `not applied, needs a restart: ...` line each, and counted in
+//!   the `tlsgate-not-applied` header (absent when everything applied).
 //! - Anything else goes to [`AdminHooks::api`] (JSON APIs such as `/keyless/pools`), with the
 //!   request body (at most 1 MiB).
 
@@ -20,14 +23,28 @@ use std::sync::Arc;
 pub trait AdminHooks: Send + Sync + 'static {
     /// Called before each scrape, to copy counters kept elsewhere into the registry.
     fn before_scrape(&self);
-    /// Reloads the configuration; Ok(summary) or Err(reason it was refused).
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+    /// Reloads the configuration; Ok(what was applied and what was not) or Err(reason it was
+    /// refused).
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, String>> + Send>>;
     /// A JSON API request: `Some((status, JSON body))`, or `None` when no API has this path.
     fn api(&self, method: &Method, path: &str, body: &[u8]) -> Option<ApiFuture> {
         let _ = (method, path, body);
         None
     }
 }
+
+/// What a reload that was accepted reports.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadReport {
+    /// One line: what was installed (file, generation).
+    pub summary: String,
+    /// Changes in the file that the running process did not apply (they take a restart), one
+    /// phrase each, e.g. `[[listener]] 127.0.0.1:9443 added (not listening)`.
+    pub not_applied: Vec<String>,
+}
+
+/// The `POST /reload` response header that counts the changes not applied.
+pub const NOT_APPLIED_HEADER: &str = "tlsgate-not-applied";
 
 /// What [`AdminHooks::api`] answers: an HTTP status and a JSON body.
 pub type ApiFuture = Pin<Box<dyn Future<Output = (StatusCode, String)> + Send>>;
@@ -90,7 +107,19 @@ async fn handle(
         (&Method::POST, "/reload") => {
             tracing::info!(%peer, "reload requested through the admin listener");
             match hooks.reload().await {
-                Ok(summary) => text(StatusCode::OK, format!("{summary}\n")),
+                Ok(report) => {
+                    let mut body = format!("{}\n", report.summary);
+                    for change in &report.not_applied {
+                        body.push_str(&format!("not applied, needs a restart: {change}\n"));
+                    }
+                    let mut response = text(StatusCode::OK, body);
+                    if !report.not_applied.is_empty() {
+                        response
+                            .headers_mut()
+                            .insert(NOT_APPLIED_HEADER, report.not_applied.len().into());
+                    }
+                    response
+                }
                 Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("reload refused: {reason}\n")),
             }
         }

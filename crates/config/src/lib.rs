@@ -5,12 +5,16 @@
 //! `lint` module), so that this crate stays free of TLS dependencies.
 #![forbid(unsafe_code)]
 
+pub mod address;
 pub mod duration;
 pub mod model;
+pub mod request_edit;
 pub mod validate;
 
+pub use address::{AddressError, Host, OriginAddr};
 pub use duration::Duration;
 pub use model::*;
+pub use request_edit::{Cidr, HeaderEdits};
 pub use validate::{ConfigError, Issue, Severity};
 
 use std::path::{Path, PathBuf};
@@ -55,7 +59,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
     toml::from_str(text).map_err(|e| e.to_string())
 }
 
-/// Makes every relative certificate/key path relative to `base`.
+/// Makes every relative certificate/key path (and the access-log file) relative to `base`.
 pub fn resolve_paths(config: &mut Config, base: &Path) {
     let mut paths: Vec<&mut PathBuf> = Vec::new();
     for site in &mut config.sites {
@@ -65,6 +69,7 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
             paths.extend(cert.ocsp_file.as_mut());
         }
     }
+    paths.extend(config.log.access_log_file.as_mut());
     if let Some(c) = &mut config.cluster {
         paths.extend(c.secret_files.iter_mut());
     }

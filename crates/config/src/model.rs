@@ -5,6 +5,7 @@
 //! (one worker per core, resumption on, tickets rotating).
 
 use crate::duration::Duration;
+use crate::request_edit::{Cidr, HeaderEdits};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -99,6 +100,9 @@ pub struct ServerConfig {
     pub client_header_timeout: Duration,
     /// Largest request header block (request line + headers) accepted; larger gets 431.
     pub max_request_header_bytes: usize,
+    /// Networks (CIDR) of proxies in front of the gateway whose `X-Forwarded-For`, `-Proto`,
+    /// `-Host` and `Forwarded` headers are kept and extended; from anyone else they are replaced.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 impl Default for ServerConfig {
@@ -111,6 +115,7 @@ impl Default for ServerConfig {
             client_idle_timeout: Duration::from_secs(75),
             client_header_timeout: Duration::from_secs(30),
             max_request_header_bytes: 32 * 1024,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -123,8 +128,11 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// A tracing filter, e.g. `info` or `tlsgate=debug,info`. `RUST_LOG` overrides it.
     pub level: String,
-    /// Write one access-log line per request (target `access`).
+    /// Write one access-log line per request (target `access`), when its last byte is sent.
     pub access_log: bool,
+    /// Write access-log lines to this file (appended; reopened on SIGUSR1 or
+    /// `tlsgate reopen-logs`, for logrotate) instead of stderr with the other logs.
+    pub access_log_file: Option<PathBuf>,
 }
 
 impl Default for LogConfig {
@@ -133,6 +141,7 @@ impl Default for LogConfig {
             format: LogFormat::Text,
             level: "info".into(),
             access_log: true,
+            access_log_file: None,
         }
     }
 }
@@ -326,8 +335,20 @@ pub struct ListenerConfig {
     pub redirect_status: u16,
     /// TCP Fast Open queue length (connections whose SYN data the kernel accepts before the
     /// handshake completes); 0 = off. Needs sysctl `net.ipv4.tcp_fastopen` with bit 2 set (e.g. 3).
-    #[serde(default = "default_tcp_fastopen")]
-    pub tcp_fastopen: u32,
+    /// Unset: [`DEFAULT_TCP_FASTOPEN`], on when the kernel allows it (one INFO line when it does
+    /// not); set: the operator asked for it, and a kernel that does not allow it is a WARN.
+    #[serde(default)]
+    pub tcp_fastopen: Option<u32>,
+}
+
+/// The TCP Fast Open queue length of a listener that does not set `tcp_fastopen`.
+pub const DEFAULT_TCP_FASTOPEN: u32 = 256;
+
+impl ListenerConfig {
+    /// The TCP Fast Open queue length this listener asks the kernel for (0 = off).
+    pub fn tfo_queue(&self) -> u32 {
+        self.tcp_fastopen.unwrap_or(DEFAULT_TCP_FASTOPEN)
+    }
 }
 
 fn default_listener_kind() -> ListenerKind {
@@ -338,9 +359,6 @@ fn default_backlog() -> u32 {
 }
 fn default_redirect_status() -> u16 {
     301
-}
-fn default_tcp_fastopen() -> u32 {
-    256
 }
 
 /// `[http2]`: the SETTINGS the gateway announces on HTTP/2 client connections.
@@ -594,6 +612,16 @@ pub struct RouteConfig {
     /// Answer matching requests with this fixed response instead (for health checks and benchmarks).
     #[serde(default)]
     pub fixed_response: Option<FixedResponseConfig>,
+    /// Replace the matched `path_prefix` with this before forwarding (`"/"` strips it):
+    /// `path_prefix = "/api/"`, `rewrite_prefix = "/v2/"` forwards `/api/x?q` as `/v2/x?q`.
+    #[serde(default)]
+    pub rewrite_prefix: Option<String>,
+    /// Headers set / removed on requests before they are forwarded.
+    #[serde(default)]
+    pub request_headers: HeaderEdits,
+    /// Headers set / removed on responses (the origin's and the gateway's own) of this route.
+    #[serde(default)]
+    pub response_headers: HeaderEdits,
 }
 
 fn default_prefix() -> String {

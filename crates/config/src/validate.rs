@@ -1,6 +1,10 @@
 //! Semantic validation: what serde cannot check (references between sections, value ranges,
 //! the security posture). Each [`Issue`] names the field it is about, e.g. `site[0].route[2].upstream`.
 
+mod log;
+mod routes;
+mod servers;
+
 use crate::model::*;
 use std::collections::HashSet;
 use std::fmt;
@@ -107,6 +111,7 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     validate_control(config, &mut issues);
     validate_http2(&config.http2, &mut issues);
     validate_cluster(config, &mut issues);
+    log::check(&config.log, &mut issues);
     issues
 }
 
@@ -262,7 +267,7 @@ fn validate_listeners(config: &Config, issues: &mut Vec<Issue>) {
         if l.backlog == 0 {
             issues.push(Issue::error(format!("listener[{i}].backlog"), "must be at least 1"));
         }
-        if l.tcp_fastopen > 65_535 {
+        if l.tfo_queue() > 65_535 {
             issues.push(Issue::error(
                 format!("listener[{i}].tcp_fastopen"),
                 "queue length must be at most 65535 (0 = off)",
@@ -372,6 +377,13 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
             if !r.path_prefix.starts_with('/') {
                 issues.push(Issue::error(format!("{rat}.path_prefix"), "must start with /"));
             }
+            crate::request_edit::validate_route_edits(
+                &rat,
+                &r.request_headers,
+                &r.response_headers,
+                r.rewrite_prefix.as_deref(),
+                issues,
+            );
             match (&r.upstream, &r.fixed_response) {
                 (Some(_), Some(_)) => {
                     issues.push(Issue::error(&rat, "set either upstream or fixed_response, not both"))
@@ -381,10 +393,7 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
                     format!("{rat}.upstream"),
                     format!("no [[upstream]] is named {u:?}"),
                 )),
-                (None, Some(f)) if !(100..=999).contains(&f.status) => issues.push(Issue::error(
-                    format!("{rat}.fixed_response.status"),
-                    "must be a 3-digit HTTP status",
-                )),
+                (None, Some(f)) => routes::check_fixed_response(&rat, f, issues),
                 _ => {}
             }
         }
@@ -425,17 +434,7 @@ fn validate_key_source(config: &Config, at: &str, c: &CertificateConfig, issues:
 }
 
 fn validate_host_ports(at: &str, servers: &[String], issues: &mut Vec<Issue>) {
-    for (k, server) in servers.iter().enumerate() {
-        let valid = server
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-        if !valid {
-            issues.push(Issue::error(
-                format!("{at}[{k}]"),
-                format!("{server:?} is not host:port"),
-            ));
-        }
-    }
+    servers::check_host_ports(at, servers, issues);
 }
 
 /// OCSP stapling: one source at a time, an `http://` responder, an existing file, a sane interval.
@@ -632,14 +631,7 @@ fn validate_cluster(config: &Config, issues: &mut Vec<Issue>) {
                     "store = \"memcached\" needs at least one host:port",
                 ));
             }
-            for (i, server) in c.servers.iter().enumerate() {
-                if server.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()) {
-                    issues.push(Issue::error(
-                        format!("cluster.servers[{i}]"),
-                        format!("{server:?}: expected host:port"),
-                    ));
-                }
-            }
+            servers::check_host_ports("cluster.servers", &c.servers, issues);
         }
     }
     if c.lookup_timeout.get().is_zero() || c.write_timeout.get().is_zero() || c.breaker_retry.get().is_zero() {
@@ -684,17 +676,7 @@ fn validate_upstreams(config: &Config, issues: &mut Vec<Issue>) {
         if u.servers.is_empty() {
             issues.push(Issue::error(format!("{at}.servers"), "list at least one host:port"));
         }
-        for (j, s) in u.servers.iter().enumerate() {
-            let ok = s
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
-            if !ok {
-                issues.push(Issue::error(
-                    format!("{at}.servers[{j}]"),
-                    format!("{s:?} is not host:port"),
-                ));
-            }
-        }
+        servers::check_origins(&format!("{at}.servers"), &u.servers, issues);
         if u.connect_timeout.get().is_zero() {
             issues.push(Issue::error(format!("{at}.connect_timeout"), "must be above zero"));
         }
@@ -838,7 +820,7 @@ fixed_response = { body = "hi" }
         c.http2.max_concurrent_streams = 0;
         c.http2.max_frame_size = 1000;
         c.http2.initial_stream_window = 10;
-        c.listeners[0].tcp_fastopen = 100_000;
+        c.listeners[0].tcp_fastopen = Some(100_000);
         let errs = errors(&c);
         for field in [
             "http2.max_concurrent_streams",

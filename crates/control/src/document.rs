@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
+use tlsgate_config::OriginAddr;
 
 /// Largest accepted member weight.
 pub const MAX_WEIGHT: u32 = 1000;
@@ -54,7 +55,8 @@ pub struct UpstreamGroup {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Member {
-    /// `host:port` (`[v6]:port` for IPv6 literals).
+    /// `host:port` (`[v6]:port` for IPv6 literals); an upstream server may also be written
+    /// `http://host[:port]`. Checked by tlsgate-config's address parser.
     pub address: String,
     /// Relative share of new work, 1..=[`MAX_WEIGHT`].
     #[serde(default = "default_weight")]
@@ -113,12 +115,12 @@ impl ClusterDocument {
         for (name, pool) in &self.key_server_pools {
             let at = format!("key_server_pools/{name}");
             check_name(&at, name, &mut problems);
-            check_members(&at, "members", &pool.members, &mut problems);
+            check_members(&at, "members", &pool.members, check_address, &mut problems);
         }
         for (name, group) in &self.upstreams {
             let at = format!("upstreams/{name}");
             check_name(&at, name, &mut problems);
-            check_members(&at, "servers", &group.servers, &mut problems);
+            check_members(&at, "servers", &group.servers, check_origin, &mut problems);
         }
         for name in self.sites.keys() {
             check_name(&format!("sites/{name}"), name, &mut problems);
@@ -159,7 +161,10 @@ fn check_name(at: &str, name: &str, problems: &mut Vec<String>) {
     }
 }
 
-fn check_members(at: &str, field: &str, members: &[Member], problems: &mut Vec<String>) {
+/// Checks one member's address; `Ok` carries its canonical form (for duplicate detection).
+type AddressCheck = fn(&str) -> Result<String, String>;
+
+fn check_members(at: &str, field: &str, members: &[Member], check: AddressCheck, problems: &mut Vec<String>) {
     if members.is_empty() {
         problems.push(format!("{at}: no {field}"));
         return;
@@ -170,13 +175,17 @@ fn check_members(at: &str, field: &str, members: &[Member], problems: &mut Vec<S
     let mut seen = HashSet::new();
     for (i, m) in members.iter().enumerate() {
         let here = format!("{at}/{field}/{i}");
-        if let Err(why) = check_address(&m.address) {
-            problems.push(format!("{here}: address {:?}: {why}", m.address));
-        }
+        let canonical = match check(&m.address) {
+            Ok(canonical) => canonical,
+            Err(why) => {
+                problems.push(format!("{here}: address {:?}: {why}", m.address));
+                m.address.to_ascii_lowercase()
+            }
+        };
         if m.weight == 0 || m.weight > MAX_WEIGHT {
             problems.push(format!("{here}: weight {} is outside 1..={MAX_WEIGHT}", m.weight));
         }
-        if !seen.insert(m.address.to_ascii_lowercase()) {
+        if !seen.insert(canonical) {
             problems.push(format!("{here}: duplicate address {:?}", m.address));
         }
     }
@@ -187,45 +196,23 @@ fn check_members(at: &str, field: &str, members: &[Member], problems: &mut Vec<S
     }
 }
 
-/// Checks `host:port`: a port in 1..=65535 and a DNS name, IPv4 address or bracketed IPv6
-/// address as host.
-pub fn check_address(address: &str) -> Result<(), String> {
-    let (host, port) = address.rsplit_once(':').ok_or("expected host:port")?;
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => {}
-        _ => return Err(format!("port {port:?} is not in 1..=65535")),
+/// Checks a key server's `host:port` (`[v6]:port` for IPv6) with the configuration's address
+/// parser ([`tlsgate_config::address`]); returns its canonical form.
+pub fn check_address(address: &str) -> Result<String, String> {
+    OriginAddr::parse_host_port(address)
+        .map(|a| a.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Checks an upstream server: what `[[upstream]] servers` accepts (`host:port`, `[v6]:port`,
+/// `http://host[:port]`), with the same parser; returns its canonical form. `https://` is
+/// refused until the gateway speaks TLS to origins.
+pub fn check_origin(address: &str) -> Result<String, String> {
+    match OriginAddr::parse(address) {
+        Ok(a) if a.tls => Err("TLS to origins is not supported yet (planned in issue 17)".into()),
+        Ok(a) => Ok(a.to_string()),
+        Err(e) => Err(e.to_string()),
     }
-    if let Some(inner) = host.strip_prefix('[') {
-        let inner = inner.strip_suffix(']').ok_or("unclosed '[' in host")?;
-        return inner
-            .parse::<std::net::Ipv6Addr>()
-            .map(|_| ())
-            .map_err(|_| format!("{inner:?} is not an IPv6 address"));
-    }
-    if host.is_empty() {
-        return Err("host is empty".into());
-    }
-    if host.contains(':') {
-        return Err("IPv6 addresses must be bracketed: [addr]:port".into());
-    }
-    if host.len() > 253 {
-        return Err("host is longer than 253 characters".into());
-    }
-    for label in host.split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return Err(format!("host {host:?} has an empty or over-long label"));
-        }
-        if !label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(format!("host {host:?} contains characters outside A-Z a-z 0-9 - _ ."));
-        }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Err(format!("host {host:?} has a label starting or ending with '-'"));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -274,10 +261,20 @@ mod tests {
             "ks1.internal:2407",
             "10.0.0.5:8080",
             "[::1]:443",
-            "my_host-2.x:65535",
+            "my-host-2.x:65535",
         ] {
-            assert_eq!(check_address(ok), Ok(()), "{ok}");
+            assert_eq!(check_address(ok).as_deref(), Ok(ok), "{ok}");
+            assert_eq!(check_origin(ok).as_deref(), Ok(ok), "{ok}");
         }
+        assert_eq!(check_origin("http://App.Internal").as_deref(), Ok("app.internal:80"));
+        assert!(check_address("http://app:80")
+            .unwrap_err()
+            .contains("URL is not accepted"));
+        assert!(check_origin("https://app:443").unwrap_err().contains("TLS to origins"));
+        assert_eq!(
+            check_address("::1:443").unwrap_err(),
+            "IPv6 addresses need brackets ([::1]:443)"
+        );
         for bad in [
             "",
             "host",
@@ -293,8 +290,12 @@ mod tests {
             "-a:1",
             "a b:1",
             "a/b:1",
+            "my_host:1",
+            "127.0.0.1:24101:80",
+            "http://h:80/app",
         ] {
             assert!(check_address(bad).is_err(), "{bad:?} accepted");
+            assert!(check_origin(bad).is_err(), "{bad:?} accepted as an origin");
         }
     }
 
@@ -319,7 +320,7 @@ mod tests {
         let expect = [
             "key_server_pools/main/members/1: weight 0 is outside 1..=1000",
             "key_server_pools/main/members/1: duplicate address \"ks1.internal:2407\"",
-            "key_server_pools/main/members/2: address \"nope\": expected host:port",
+            "key_server_pools/main/members/2: address \"nope\": has no port; write host:port",
             "key_server_pools/main/members/2: weight 1001 is outside 1..=1000",
             "key_server_pools/main: every one of the members is drained (at least one must serve)",
             "upstreams/bad name: name contains ' ' (allowed: A-Z a-z 0-9 . _ -)",
@@ -330,6 +331,23 @@ mod tests {
             assert!(problems.iter().any(|p| p == e), "missing {e:?} in {problems:#?}");
         }
         assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+    }
+
+    #[test]
+    fn upstream_servers_are_compared_in_canonical_form() {
+        let d = ClusterDocument::from_json(
+            r#"{"upstreams": {"app": {"servers": [
+                {"address": "App:80"}, {"address": "http://app"}, {"address": "::1:80"}
+            ]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            d.validate(),
+            Err(vec![
+                "upstreams/app/servers/1: duplicate address \"http://app\"".to_string(),
+                "upstreams/app/servers/2: address \"::1:80\": IPv6 addresses need brackets ([::1]:80)".to_string(),
+            ])
+        );
     }
 
     #[test]

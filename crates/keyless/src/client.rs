@@ -15,7 +15,7 @@ use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
-use tlsgate_config::KeylessConfig;
+use tlsgate_config::{KeylessConfig, OriginAddr};
 use tokio::sync::watch;
 
 /// The runtime every key-server connection runs on: one thread with a single-threaded
@@ -189,12 +189,9 @@ impl Client {
 
     fn start_server(&self, member: &Member) -> Arc<ServerState> {
         let addr = &member.address;
-        let host = addr
-            .rsplit_once(':')
-            .map_or(addr.as_str(), |(h, _)| h)
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
+        // Members passed `validate_members`, so the address parses; the host goes unbracketed
+        // into SNI and the certificate name check.
+        let host = OriginAddr::parse_host_port(addr).map_or_else(|_| addr.clone(), |a| a.host.bare());
         let (stop, stop_rx) = watch::channel(false);
         let labels = ServerLabels {
             pool: self.name.clone(),

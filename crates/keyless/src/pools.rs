@@ -6,12 +6,14 @@ use crate::client::Client;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
+use tlsgate_config::OriginAddr;
 
 /// One key server of a pool, as configured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Member {
-    /// `host:port`; the host is checked against the key server's certificate.
+    /// `host:port` (`[v6]:port` for IPv6); the host is checked against the key server's
+    /// certificate.
     pub address: String,
     /// Share of new requests when loads are equal (1..=1000).
     #[serde(default = "default_weight")]
@@ -75,20 +77,18 @@ pub fn validate_members(members: &[Member]) -> Result<(), String> {
     if members.is_empty() {
         return Err("a pool needs at least one member".into());
     }
+    let mut seen = Vec::with_capacity(members.len());
     for (i, m) in members.iter().enumerate() {
-        let valid = m
-            .address
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-        if !valid {
-            return Err(format!("members[{i}].address: {:?} is not host:port", m.address));
-        }
+        // The configuration's parser: `host:port` or `[v6]:port`, nothing else.
+        let addr = OriginAddr::parse_host_port(&m.address)
+            .map_err(|e| format!("members[{i}].address: {:?} is not host:port: {e}", m.address))?;
         if !(1..=1000).contains(&m.weight) {
             return Err(format!("members[{i}].weight: {} is not in 1..=1000", m.weight));
         }
-        if members[..i].iter().any(|o| o.address == m.address) {
+        if seen.contains(&addr) {
             return Err(format!("members[{i}].address: {:?} is listed twice", m.address));
         }
+        seen.push(addr);
     }
     if members.iter().all(|m| m.drain) {
         return Err("at least one member must not be drained".into());
@@ -179,6 +179,17 @@ mod tests {
         assert!(validate_members(&[Member::new("nope")])
             .unwrap_err()
             .contains("host:port"));
+        assert_eq!(
+            validate_members(&[Member::new("a:1"), Member::new("::1:2407")]).unwrap_err(),
+            "members[1].address: \"::1:2407\" is not host:port: IPv6 addresses need brackets ([::1]:2407)"
+        );
+        for bad in ["ks 1:2407", "ks/1:2407", "10.0.0.1:2407:1", "https://ks:2407"] {
+            assert!(validate_members(&[Member::new(bad)]).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(validate_members(&[Member::new("[::1]:2407")]), Ok(()));
+        assert!(validate_members(&[Member::new("KS:1"), Member::new("ks:1")])
+            .unwrap_err()
+            .contains("twice"));
         let heavy = Member {
             weight: 0,
             ..Member::new("a:1")

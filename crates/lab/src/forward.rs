@@ -5,7 +5,10 @@
 //!
 //! An optional tap ([`Forwarder::start_capture`]) records every packet the writers deliver, at
 //! the moment it is written to the receiving TUN device (after loss, queueing and delay: what the
-//! receiver's kernel sees, and when). It costs one relaxed atomic load per packet while off.
+//! receiver's kernel sees, and when). Each record also carries what the emulator decided for that
+//! packet (the time it was to spend in the emulator) and how late the writer actually was, so
+//! tests can check the emulator's own decisions and timing apart from the host's network stacks.
+//! It costs one relaxed atomic load per packet while off.
 
 use crate::link::{Link, LinkSpec, Verdict};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -81,6 +84,12 @@ pub struct CapturedPacket {
     pub len: usize,
     /// Its first bytes (at most the snapshot length): IP header, TCP header, payload.
     pub data: Vec<u8>,
+    /// Seconds the emulator decided this packet spends inside it (queueing for the rate limit,
+    /// delay and jitter), from the moment the reader took it off the sending TUN device.
+    pub scheduled: f64,
+    /// Seconds the writer delivered it after its scheduled departure (never negative): the
+    /// emulator's own timing error on this host.
+    pub late: f64,
 }
 
 /// What a capture recorded.
@@ -99,7 +108,8 @@ struct Tap {
 }
 
 struct TapInner {
-    start: Instant,
+    /// When the capture started, ns since the forwarder's epoch (the clock of every record).
+    start_ns: u64,
     snaplen: usize,
     max_bytes: usize,
     bytes: usize,
@@ -107,7 +117,9 @@ struct TapInner {
 }
 
 impl Tap {
-    fn record(&self, dir: CapDir, data: &[u8]) {
+    /// Records a packet read at `rx_ns`, scheduled for `at_ns` and written at `sent_ns` (ns since
+    /// the forwarder's epoch).
+    fn record(&self, dir: CapDir, data: &[u8], rx_ns: u64, at_ns: u64, sent_ns: u64) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Some(t) = g.as_mut() else { return };
         let keep = data.len().min(t.snaplen);
@@ -117,10 +129,12 @@ impl Tap {
         }
         t.bytes += keep;
         let p = CapturedPacket {
-            t: t.start.elapsed().as_secs_f64(),
+            t: sent_ns.saturating_sub(t.start_ns) as f64 / 1e9,
             dir,
             len: data.len(),
             data: data[..keep].to_vec(),
+            scheduled: at_ns.saturating_sub(rx_ns) as f64 / 1e9,
+            late: sent_ns.saturating_sub(at_ns) as f64 / 1e9,
         };
         t.cap.packets.push(p);
     }
@@ -129,6 +143,8 @@ impl Tap {
 struct Item {
     at_ns: u64,
     seq: u64,
+    /// When the reader took the packet (ns since the forwarder's epoch).
+    rx_ns: u64,
     data: Vec<u8>,
 }
 
@@ -173,6 +189,7 @@ impl Direction {
 
 /// The running forwarder; stops and joins its threads on drop.
 pub struct Forwarder {
+    epoch: Instant,
     stop: Arc<AtomicBool>,
     dirs: [Arc<Direction>; 2],
     tap: Arc<Tap>,
@@ -224,6 +241,7 @@ impl Forwarder {
             );
         }
         Ok(Self {
+            epoch,
             stop,
             dirs,
             tap,
@@ -255,7 +273,7 @@ impl Forwarder {
     /// as dropped.
     pub fn start_capture(&self, snaplen: usize, max_bytes: usize) {
         *self.tap.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(TapInner {
-            start: Instant::now(),
+            start_ns: self.epoch.elapsed().as_nanos() as u64,
             snaplen,
             max_bytes,
             bytes: 0,
@@ -307,7 +325,8 @@ fn reader(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) 
             }
             Err(_) => return,
         };
-        let now = epoch.elapsed().as_secs_f64();
+        let rx_ns = epoch.elapsed().as_nanos() as u64;
+        let now = rx_ns as f64 / 1e9;
         let c = &dir.counters;
         c.rx_packets.fetch_add(1, Ordering::Relaxed);
         c.rx_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -322,8 +341,9 @@ fn reader(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant) 
             Verdict::Deliver(at) => {
                 seq += 1;
                 let item = Item {
-                    at_ns: (at * 1e9) as u64,
+                    at_ns: ((at * 1e9) as u64).max(rx_ns),
                     seq,
+                    rx_ns,
                     data: buf[..n].to_vec(),
                 };
                 dir.queue.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(item));
@@ -351,7 +371,8 @@ fn writer(dev: &SyncDevice, dir: &Direction, stop: &AtomicBool, epoch: Instant, 
                     dir.counters.tx_packets.fetch_add(1, Ordering::Relaxed);
                     dir.counters.tx_bytes.fetch_add(it.data.len() as u64, Ordering::Relaxed);
                     if tap.on.load(Ordering::Relaxed) {
-                        tap.record(cd, &it.data);
+                        let sent_ns = epoch.elapsed().as_nanos() as u64;
+                        tap.record(cd, &it.data, it.rx_ns, it.at_ns, sent_ns);
                     }
                 }
                 q = dir.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -371,7 +392,7 @@ mod tests {
         Tap {
             on: AtomicBool::new(true),
             inner: Mutex::new(Some(TapInner {
-                start: Instant::now(),
+                start_ns: 0,
                 snaplen,
                 max_bytes,
                 bytes: 0,
@@ -383,11 +404,11 @@ mod tests {
     #[test]
     fn tap_truncates_to_snaplen_and_counts_drops_beyond_the_cap() {
         let t = tap(10, 25);
-        t.record(CapDir::AToB, &[1; 4]);
-        t.record(CapDir::BToA, &[2; 30]); // keeps 10 bytes (14 held)
-        t.record(CapDir::AToB, &[3; 10]); // 24 held
-        t.record(CapDir::AToB, &[4; 5]); // would be 29 > 25: dropped
-        t.record(CapDir::BToA, &[5; 1]); // 25 held
+        t.record(CapDir::AToB, &[1; 4], 0, 10, 11);
+        t.record(CapDir::BToA, &[2; 30], 0, 10, 12); // keeps 10 bytes (14 held)
+        t.record(CapDir::AToB, &[3; 10], 0, 10, 13); // 24 held
+        t.record(CapDir::AToB, &[4; 5], 0, 10, 14); // would be 29 > 25: dropped
+        t.record(CapDir::BToA, &[5; 1], 2, 10, 15); // 25 held
         let cap = t.inner.lock().unwrap().take().unwrap().cap;
         assert_eq!(cap.dropped, 1);
         let got: Vec<_> = cap.packets.iter().map(|p| (p.dir, p.len, p.data.clone())).collect();
@@ -401,13 +422,16 @@ mod tests {
             ]
         );
         assert!(cap.packets.windows(2).all(|w| w[0].t <= w[1].t));
+        // Times are on the forwarder's clock: scheduled = at - rx, late = sent - at.
+        let last = cap.packets.last().unwrap();
+        assert_eq!((last.t, last.scheduled, last.late), (15e-9, 8e-9, 5e-9));
     }
 
     #[test]
     fn stopped_tap_records_nothing() {
         let t = tap(10, 100);
         *t.inner.lock().unwrap() = None;
-        t.record(CapDir::AToB, &[1; 4]);
+        t.record(CapDir::AToB, &[1; 4], 0, 0, 0);
         assert!(t.inner.lock().unwrap().is_none());
     }
 }

@@ -40,6 +40,8 @@ fn at(t_ms: f64, from_client: bool, data: Vec<u8>) -> CapturedPacket {
         dir: if from_client { CapDir::AToB } else { CapDir::BToA },
         len: data.len(),
         data,
+        scheduled: 0.0,
+        late: 0.0,
     }
 }
 

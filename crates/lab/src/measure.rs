@@ -122,6 +122,62 @@ pub fn udp_delivered(lab: &Lab, n: usize, size: usize) -> anyhow::Result<usize> 
     rx.join().map_err(|_| anyhow::anyhow!("receiver panicked"))
 }
 
+/// Offers UDP datagrams of `size` bytes A→B at `bps` (IP bytes not counted) for `secs`, paced in
+/// 1 ms slices, to a socket in B that drains them. Returns how many were sent. Used to fill the
+/// rate limiter's queue without TCP's congestion control in the way.
+pub fn udp_offer(lab: &Lab, bps: u64, secs: f64, size: usize) -> anyhow::Result<u64> {
+    let sock = lab
+        .b
+        .spawn(|| UdpSocket::bind((ADDR_B, 0)))?
+        .join()
+        .map_err(|_| anyhow::anyhow!("bind panicked"))??;
+    let addr = sock.local_addr()?;
+    sock.set_read_timeout(Some(Duration::from_millis(500)))?;
+    let rx = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        while sock.recv(&mut buf).is_ok() {}
+    });
+    let tx = lab.a.spawn(move || -> std::io::Result<u64> {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        let buf = vec![3u8; size];
+        let per_sec = bps as f64 / 8.0 / size as f64;
+        let start = Instant::now();
+        let mut sent = 0u64;
+        loop {
+            let el = start.elapsed().as_secs_f64();
+            if el >= secs {
+                return Ok(sent);
+            }
+            while (sent as f64) < el * per_sec {
+                s.send_to(&buf, addr)?;
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })?;
+    let sent = tx.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    rx.join().map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+    Ok(sent)
+}
+
+/// This host's timer noise right now: how late (seconds) a thread with 1 ns timer slack wakes
+/// from `n` sleeps of 200 µs, as (median, p99). The forwarder's writers sleep the same way, so
+/// tests derive their margins for the emulator's lateness from it.
+pub fn wake_noise(n: usize) -> (f64, f64) {
+    let h = std::thread::spawn(move || {
+        let _ = nix::sys::prctl::set_timerslack(1);
+        (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_micros(200));
+                (t.elapsed().as_secs_f64() - 200e-6).max(0.0)
+            })
+            .collect::<Vec<f64>>()
+    });
+    let v = h.join().unwrap_or_default();
+    (median(&v), percentile(&v, 99.0))
+}
+
 fn bind_in_b(lab: &Lab) -> anyhow::Result<TcpListener> {
     lab.b
         .spawn(|| TcpListener::bind(SocketAddr::from((ADDR_B, 0))))?

@@ -13,3 +13,55 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 pub fn full(bytes: Bytes) -> Body {
     Full::new(bytes).map_err(|never| match never {}).boxed_unsync()
 }
+
+pin_project_lite::pin_project! {
+    /// A body that holds `guard` until it ends (its last frame or an error) or is dropped,
+    /// whichever comes first: an origin request stays counted as in flight while its response
+    /// body streams.
+    pub struct Guarded<B, G> {
+        #[pin]
+        inner: B,
+        guard: Option<G>,
+    }
+}
+
+impl<B, G> Guarded<B, G> {
+    /// Wraps `inner`, holding `guard`.
+    pub fn new(inner: B, guard: G) -> Self {
+        Self {
+            inner,
+            guard: { drop(guard); None },
+        }
+    }
+}
+
+impl<B: http_body::Body, G> http_body::Body for Guarded<B, G> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        use std::task::Poll;
+        let mut this = self.project();
+        let polled = this.inner.as_mut().poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
+            Poll::Ready(_) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            this.guard.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -2,10 +2,12 @@
 //! failure classification), handshake metrics, then HTTP/1.1 or HTTP/2 by ALPN until the client
 //! leaves, goes idle, or the gateway drains.
 
+use crate::access_log::{millis, TlsFacts};
 use crate::gateway::{ConnGuard, Gateway};
 use crate::io::{Activity, MeteredStream};
 use crate::records::{RecordPolicy, RecordSizer};
 use crate::service::{handle, ConnContext};
+use boring::ssl::NameType;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -91,7 +93,7 @@ pub async fn serve_tls(
             .inc()
     };
     let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
-    let tls = match tokio::time::timeout(server.handshake_timeout.get(), accept).await {
+    let mut tls = match tokio::time::timeout(server.handshake_timeout.get(), accept).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             let text = e.to_string();
@@ -141,11 +143,26 @@ pub async fn serve_tls(
     } else {
         "resumed"
     };
+    let handshake_time = started.elapsed();
     metrics
         .handshake_duration
         .get_or_create(&OutcomeLabels { outcome })
-        .observe(started.elapsed().as_secs_f64());
+        .observe(handshake_time.as_secs_f64());
+    // For the access log, once per connection (the strings are static but the SNI).
+    let tls_facts = TlsFacts {
+        sni: tls.ssl().servername(NameType::HOST_NAME).map(Arc::from),
+        version: info.version,
+        cipher: info.cipher,
+        resumption: info.resumption.as_str(),
+        handshake_ms: millis(handshake_time),
+        client_subject: None,
+    };
     let h2 = info.alpn.as_deref() == Some(b"h2");
+    // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
+    // they go along, but HTTP/1.1 writes nothing before a request comes and is answered.
+    if !h2 && info.version == "TLSv1.3" && !send_session_tickets(&mut tls, peer).await {
+        return;
+    }
     if info.early_data {
         gateway
             .sessions
@@ -165,6 +182,8 @@ pub async fn serve_tls(
         gateway: gateway.clone(),
         accepted_with: generation.clone(),
         site: generation.sites[site_idx].name.clone(),
+        site_label: generation.sites[site_idx].label,
+        tls: tls_facts,
         peer,
         protocol: if h2 { "h2" } else { "h1" },
         early,
@@ -201,6 +220,34 @@ pub async fn serve_tls(
         .await;
         if failed {
             linger(tls.raw_mut()).await;
+        }
+    }
+}
+
+/// Writes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake
+/// (it sends them only with the next application write; `tlsgate_tls::take_pending_flight`).
+/// A client that reads its tickets before it sends anything — `openssl s_client -sess_out`, a
+/// browser's preconnected socket that closes unused — otherwise leaves without a session; OpenSSL
+/// servers (nginx) write them with the handshake too. The cost, measured: one more write and TCP
+/// segment per TLS 1.3 HTTP/1.1 connection (docs/OPTIMISATIONS.md). The records are a few hundred
+/// bytes into the empty send buffer of a fresh connection, so the write does not wait on the
+/// client. False when the connection is broken and must be dropped.
+async fn send_session_tickets(tls: &mut tokio_boring::SslStream<MeteredStream<TcpStream>>, peer: SocketAddr) -> bool {
+    let records = match tlsgate_tls::take_pending_flight(tls.ssl_mut()) {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "cannot flush the session tickets");
+            return false;
+        }
+    };
+    if records.is_empty() {
+        return true;
+    }
+    match tls.get_mut().write_all(&records).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "cannot send the session tickets");
+            false
         }
     }
 }

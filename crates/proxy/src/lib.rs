@@ -8,13 +8,18 @@
 //! [`stapling`] keeps each certificate's OCSP staple fresh.
 #![forbid(unsafe_code)]
 
+pub mod access_log;
 pub mod body;
 pub mod conn;
+pub mod error;
+pub mod forwarding;
 pub mod gateway;
 pub mod io;
 pub mod listener;
 pub mod records;
 pub mod redirect;
+pub mod request_body;
+pub mod request_check;
 pub mod router;
 pub mod service;
 pub mod stapling;

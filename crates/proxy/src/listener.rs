@@ -17,8 +17,8 @@ use tlsgate_config::{ListenerConfig, ListenerKind};
 /// Binds a listener's socket (SO_REUSEADDR, SO_REUSEPORT, and TCP Fast Open when configured).
 pub fn bind_listener(config: &ListenerConfig) -> std::io::Result<std::net::TcpListener> {
     let socket = bind(config.listen, config.backlog)?;
-    if config.tcp_fastopen > 0 {
-        tlsgate_tls::set_tcp_fastopen(socket.as_fd(), config.tcp_fastopen)?;
+    if config.tfo_queue() > 0 {
+        tlsgate_tls::set_tcp_fastopen(socket.as_fd(), config.tfo_queue())?;
     }
     Ok(socket)
 }
@@ -32,34 +32,125 @@ pub fn tfo_sysctl() -> Option<u32> {
         .ok()
 }
 
-/// Logs one warning when a listener asks for TCP Fast Open but the kernel will not accept SYN
-/// data on servers (bit 2 of `net.ipv4.tcp_fastopen`): the option is then set but has no effect.
+/// Says once at start when listeners use TCP Fast Open but the kernel will not accept SYN data
+/// on servers (bit 2 of `net.ipv4.tcp_fastopen`; a stock kernel has 1, client only): the socket
+/// option is then set but has no effect. A listener that sets `tcp_fastopen` itself asked for it,
+/// so that is a WARN; one that left the default (on when available) gets one INFO line.
 pub fn warn_if_tfo_disabled(listeners: &[ListenerConfig]) {
-    let wanted: Vec<String> = listeners
-        .iter()
-        .filter(|l| l.tcp_fastopen > 0)
-        .map(|l| l.listen.to_string())
-        .collect();
-    if wanted.is_empty() {
+    let with = |explicit: bool| -> Vec<String> {
+        listeners
+            .iter()
+            .filter(|l| l.tfo_queue() > 0 && l.tcp_fastopen.is_some() == explicit)
+            .map(|l| l.listen.to_string())
+            .collect()
+    };
+    let (asked, defaulted) = (with(true), with(false));
+    if asked.is_empty() && defaulted.is_empty() {
         return;
     }
     match tfo_sysctl() {
         Some(v) if v & 2 != 0 => {}
-        Some(v) => tracing::warn!(
-            listeners = ?wanted,
-            "tcp_fastopen is configured but sysctl net.ipv4.tcp_fastopen = {v} does not enable server \
-             TFO (bit 2): connections will not use it; set it to 3 (sysctl -w net.ipv4.tcp_fastopen=3) \
-             or set tcp_fastopen = 0"
-        ),
+        Some(v) => {
+            if !asked.is_empty() {
+                tracing::warn!(
+                    listeners = ?asked,
+                    "tcp_fastopen is configured but sysctl net.ipv4.tcp_fastopen = {v} does not enable server \
+                     TFO (bit 2): connections will not use it; set it to 3 (sysctl -w net.ipv4.tcp_fastopen=3) \
+                     or set tcp_fastopen = 0"
+                );
+            }
+            if !defaulted.is_empty() {
+                tracing::info!(
+                    listeners = ?defaulted,
+                    "TCP Fast Open is on when available and sysctl net.ipv4.tcp_fastopen = {v} does not \
+                     enable it for servers; sysctl -w net.ipv4.tcp_fastopen=3 turns it on"
+                );
+            }
+        }
         None => tracing::debug!("net.ipv4.tcp_fastopen unreadable; cannot tell whether TFO is enabled"),
     }
 }
 
+/// Why a listening address could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// Another socket (another process: tlsgate, nginx, anything) already listens there.
+    #[error("cannot listen on {addr}: address already in use (another process serves it)")]
+    InUse {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Any other failure (no such local address, permission denied, ...).
+    #[error("cannot listen on {addr}: {error}")]
+    Io {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the kernel said.
+        error: std::io::Error,
+    },
+}
+
+impl ListenError {
+    /// Classifies a bind/listen failure on `addr`.
+    pub fn new(addr: SocketAddr, error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::AddrInUse {
+            Self::InUse { addr }
+        } else {
+            Self::Io { addr, error }
+        }
+    }
+}
+
+/// Binds `count` listening sockets for one listener, one per worker, sharing the address
+/// through one SO_REUSEPORT group that no other process was in when it was made.
+///
+/// SO_REUSEPORT lets *any* process of the same user bind the port too, and the kernel then
+/// hands part of the connections to it: a second `tlsgate serve` with the same configuration
+/// used to start silently and take traffic. So the first socket is bound and put in the listen
+/// state *without* SO_REUSEPORT (SO_REUSEADDR only, so TIME_WAIT leftovers of a previous run do
+/// not matter): that fails with EADDRINUSE if anything listens on the address (reuseport or not,
+/// a wildcard address included), and while it listens without the option no other socket can be
+/// bound there. Only then is SO_REUSEPORT switched on for it, and the other workers' sockets
+/// join its group (Linux creates the group when the second socket listens).
+///
+/// Alternatives weighed: a probe bind without SO_REUSEPORT that is closed before the workers
+/// bind leaves a window in which two gateways starting together both pass the probe and share
+/// the port; a check after binding (counting the port's listening sockets) would already have
+/// let the intruder take connections, which are reset when it exits; a reuseport BPF program
+/// could only starve an intruder, which would still start "successfully". Here two gateways
+/// starting together cannot both succeed: of two sockets bound without SO_REUSEPORT, only one
+/// can listen. What no scheme can prevent: a program of the same user that sets SO_REUSEPORT and
+/// never checks (an older tlsgate, nginx with `reuseport`) joining the group later; with one
+/// worker the option is never switched on, so not even that can happen.
+pub fn bind_workers(config: &ListenerConfig, count: usize) -> Result<Vec<std::net::TcpListener>, ListenError> {
+    let addr = config.listen;
+    let fail = |e| ListenError::new(addr, e);
+    let first = bind_with(addr, config.backlog, false).map_err(fail)?;
+    if count > 1 {
+        socket2::SockRef::from(&first).set_reuse_port(true).map_err(fail)?;
+    }
+    let mut sockets = vec![first];
+    for _ in 1..count {
+        sockets.push(bind(addr, config.backlog).map_err(fail)?);
+    }
+    if config.tfo_queue() > 0 {
+        for socket in &sockets {
+            tlsgate_tls::set_tcp_fastopen(socket.as_fd(), config.tfo_queue()).map_err(fail)?;
+        }
+    }
+    Ok(sockets)
+}
+
 /// Binds a listening socket with SO_REUSEADDR and SO_REUSEPORT.
 pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
+    bind_with(addr, backlog, true)
+}
+
+/// Binds a listening socket with SO_REUSEADDR, and SO_REUSEPORT when `reuse_port`.
+fn bind_with(addr: SocketAddr, backlog: u32, reuse_port: bool) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
+    socket.set_reuse_port(reuse_port)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
@@ -103,7 +194,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         };
         // TCP_NODELAY needs no call here: accepted sockets inherit it from the listener (`bind`).
         // One getsockopt per connection, only on listeners with TFO on.
-        let tfo = (config.tcp_fastopen > 0 && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
+        let tfo = (config.tfo_queue() > 0 && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
         let gw = gateway.clone();
         match config.kind {
             ListenerKind::Https => {
@@ -136,5 +227,33 @@ mod tests {
             accepted.nodelay().unwrap(),
             "TCP_NODELAY not inherited from the listener"
         );
+    }
+
+    /// One process's workers share a port; a second group, or a plain listener, is refused.
+    #[test]
+    fn a_worker_group_owns_its_address() {
+        let config = |listen| tlsgate_config::ListenerConfig {
+            listen,
+            kind: tlsgate_config::ListenerKind::Https,
+            backlog: 16,
+            https_port: None,
+            redirect_status: 301,
+            tcp_fastopen: Some(0),
+        };
+        let group = super::bind_workers(&config("127.0.0.1:0".parse().unwrap()), 1).unwrap();
+        let taken = group[0].local_addr().unwrap();
+        drop(group);
+        let group = super::bind_workers(&config(taken), 3).unwrap();
+        assert_eq!(group.len(), 3);
+        let err = super::bind_workers(&config(taken), 2).unwrap_err();
+        assert!(matches!(err, super::ListenError::InUse { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot listen on {taken}: address already in use (another process serves it)")
+        );
+        drop(group);
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let err = super::bind_workers(&config(plain.local_addr().unwrap()), 2).unwrap_err();
+        assert!(matches!(err, super::ListenError::InUse { .. }), "{err}");
     }
 }

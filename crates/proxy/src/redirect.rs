@@ -2,7 +2,7 @@
 
 use crate::body::{full, Body};
 use crate::gateway::{ConnGuard, Gateway};
-use crate::service::request_host;
+use crate::request_check;
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -13,7 +13,7 @@ use tlsgate_config::ListenerConfig;
 
 /// The redirect target for a request, or None without a usable Host.
 pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> {
-    let host = request_host(req)?;
+    let host = request_check::inspect(req).ok()?.host?;
     let host = if host.contains(':') { format!("[{host}]") } else { host };
     let port = match https_port {
         None | Some(443) => String::new(),

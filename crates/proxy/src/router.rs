@@ -1,7 +1,10 @@
-//! Request routing inside a site: by Host (optional) and longest path prefix.
+//! Request routing inside a site: by Host (optional) and longest path prefix, matched against
+//! the normalised path (tlsgate-wire's `path`); each route carries its path rewrite and header
+//! edits, compiled once per configuration.
 
 use bytes::Bytes;
-use tlsgate_config::{FixedResponseConfig, RouteConfig};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use tlsgate_config::{FixedResponseConfig, HeaderEdits, RouteConfig};
 
 /// What a matched route does.
 #[derive(Debug, Clone)]
@@ -35,11 +38,80 @@ impl FixedResponse {
     }
 }
 
+/// Header edits compiled to `http` types (names and values validated by `tlsgate check`).
+#[derive(Debug, Clone, Default)]
+pub struct Edits {
+    set: Vec<(HeaderName, HeaderValue)>,
+    remove: Vec<HeaderName>,
+}
+
+impl Edits {
+    fn new(c: &HeaderEdits) -> Self {
+        Self {
+            set: c
+                .set
+                .iter()
+                .filter_map(|(n, v)| Some((HeaderName::from_bytes(n.as_bytes()).ok()?, HeaderValue::from_str(v).ok()?)))
+                .collect(),
+            remove: c
+                .remove
+                .iter()
+                .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+                .collect(),
+        }
+    }
+
+    /// Applies the edits: removals first, then the values set.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        for n in &self.remove {
+            headers.remove(n);
+        }
+        for (n, v) in &self.set {
+            headers.insert(n.clone(), v.clone());
+        }
+    }
+
+    /// True when there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// One route.
 #[derive(Debug, Clone)]
-struct Route {
+pub struct Route {
     host: Option<String>,
     prefix: String,
-    action: Action,
+    /// What the route does.
+    pub action: Action,
+    rewrite: Option<String>,
+    /// Edits to requests before forwarding.
+    pub request_edits: Edits,
+    /// Edits to responses before the client.
+    pub response_edits: Edits,
+}
+
+impl Route {
+    /// The path to forward for a request whose normalised path is `path` (which matched this
+    /// route's prefix): `path` itself, or with the prefix replaced by `rewrite_prefix`.
+    pub fn forward_path<'p>(&self, path: &'p str) -> std::borrow::Cow<'p, str> {
+        let Some(to) = &self.rewrite else {
+            return path.into();
+        };
+        let rest = path.strip_prefix(self.prefix.as_str()).unwrap_or(path);
+        let mut out = String::with_capacity(to.len() + rest.len() + 1);
+        out.push_str(to);
+        // Concatenated as nginx's `proxy_pass` with a URI does, without a doubled slash.
+        if to.ends_with('/') && rest.starts_with('/') {
+            out.push_str(&rest[1..]);
+        } else {
+            out.push_str(rest);
+        }
+        if out.is_empty() {
+            out.push('/');
+        }
+        out.into()
+    }
 }
 
 /// The routes of one site, longest prefix first.
@@ -63,6 +135,9 @@ impl Router {
                     host: r.host.as_ref().map(|h| h.to_ascii_lowercase()),
                     prefix: r.path_prefix.clone(),
                     action,
+                    rewrite: r.rewrite_prefix.clone(),
+                    request_edits: Edits::new(&r.request_headers),
+                    response_edits: Edits::new(&r.response_headers),
                 })
             })
             .collect();
@@ -76,12 +151,11 @@ impl Router {
         Self { routes: out }
     }
 
-    /// The action for a request to `host` (lower-case, without port) and `path`.
-    pub fn route(&self, host: Option<&str>, path: &str) -> Option<&Action> {
+    /// The route for a request to `host` (lower-case, without port) and `path` (normalised).
+    pub fn route(&self, host: Option<&str>, path: &str) -> Option<&Route> {
         self.routes
             .iter()
             .find(|r| r.host.as_deref().is_none_or(|h| Some(h) == host) && path.starts_with(&r.prefix))
-            .map(|r| &r.action)
     }
 }
 
@@ -95,6 +169,9 @@ mod tests {
             path_prefix: prefix.into(),
             upstream: Some(upstream.into()),
             fixed_response: None,
+            rewrite_prefix: None,
+            request_headers: Default::default(),
+            response_headers: Default::default(),
         }
     }
 
@@ -112,7 +189,7 @@ mod tests {
             ],
             idx,
         );
-        let up = |host, path| match r.route(host, path) {
+        let up = |host, path| match r.route(host, path).map(|r| &r.action) {
             Some(Action::Upstream(i)) => *i,
             _ => usize::MAX,
         };
@@ -120,6 +197,27 @@ mod tests {
         assert_eq!(up(None, "/api/v1"), 1);
         assert_eq!(up(Some("x.test"), "/api/v1"), 2);
         assert_eq!(up(Some("y.test"), "/api/v1"), 1);
+    }
+
+    #[test]
+    fn rewrite_prefix_replaces_the_matched_prefix() {
+        let with = |prefix: &str, to: &str| {
+            let mut c = route(None, prefix, "a");
+            c.rewrite_prefix = Some(to.into());
+            Router::new(&[c], idx)
+        };
+        let fwd = |r: &Router, p: &str| r.route(None, p).unwrap().forward_path(p).into_owned();
+        let strip = with("/api/", "/");
+        assert_eq!(fwd(&strip, "/api/x/y"), "/x/y");
+        assert_eq!(fwd(&strip, "/api/"), "/");
+        let v2 = with("/api/", "/v2/");
+        assert_eq!(fwd(&v2, "/api/x"), "/v2/x");
+        let no_slash = with("/api", "/v2");
+        assert_eq!(fwd(&no_slash, "/api/x"), "/v2/x");
+        assert_eq!(fwd(&no_slash, "/api"), "/v2");
+        assert_eq!(fwd(&no_slash, "/apix"), "/v2x");
+        let plain = Router::new(&[route(None, "/", "a")], idx);
+        assert_eq!(fwd(&plain, "/keep/me"), "/keep/me");
     }
 
     #[test]

@@ -1,17 +1,19 @@
 //! Per-request handling on a TLS connection: route, answer or forward, log, count.
 
+use crate::access_log::{AccessBody, RequestLog, TlsFacts, UpstreamFacts};
 use crate::body::{full, Body};
+use crate::error::ProxyError;
+use crate::forwarding::Hop;
 use crate::gateway::{Gateway, Generation};
+use crate::request_check;
 use crate::router::Action;
-use crate::upstream::{error_response, Downstream};
+use crate::upstream::{error_response, Downstream, FromOrigin};
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
-use tlsgate_admin::metrics::RequestLabels;
 
 /// What a connection's requests share.
 pub struct ConnContext {
@@ -21,6 +23,10 @@ pub struct ConnContext {
     pub accepted_with: Arc<Generation>,
     /// Name of the site selected by SNI.
     pub site: Arc<str>,
+    /// The same name as a metric label.
+    pub site_label: &'static str,
+    /// What the handshake established, for the access log.
+    pub tls: TlsFacts,
     /// Client address.
     pub peer: SocketAddr,
     /// `h1` or `h2`.
@@ -42,32 +48,125 @@ fn safe_in_early_data(req: &Request<Incoming>) -> bool {
     (req.method() == http::Method::GET || req.method() == http::Method::HEAD) && no_body
 }
 
-/// Host from the Host header or the request URI, lower-cased, without port.
-pub fn request_host<B>(req: &Request<B>) -> Option<String> {
-    let raw = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
-    let host = if raw.starts_with('[') {
-        raw.split_once(']').map_or(raw, |(h, _)| h).trim_start_matches('[')
-    } else {
-        raw.rsplit_once(':').map_or(raw, |(h, _)| h)
+/// Turns a response the gateway made itself into its HEAD form: the same headers, with the
+/// length of the body that a GET would get, and no body (hyper's HTTP/2 server would otherwise
+/// send it as DATA frames after HEADERS, which clients treat as a protocol error).
+fn head_response(response: &mut Response<Body>) {
+    use http_body::Body as _;
+    if let Some(n) = response.body().size_hint().exact() {
+        response.headers_mut().insert(header::CONTENT_LENGTH, n.into());
+    }
+    *response.body_mut() = full(bytes::Bytes::new());
+}
+
+type Routed = (Response<Body>, Option<String>, String);
+
+/// Checks, routes and answers or forwards one request; the error carries the host and path
+/// known so far for the log.
+async fn route_request(
+    ctx: &ConnContext,
+    generation: &Generation,
+    site_idx: usize,
+    slot: &mut Option<Request<Incoming>>,
+    upstream: &mut UpstreamFacts,
+) -> Result<Routed, (ProxyError, Option<String>, String)> {
+    let Some(req) = slot.as_ref() else {
+        return Err((ProxyError::BadRequest("no request"), None, String::new()));
     };
-    Some(host.to_ascii_lowercase())
+    let raw_path = req.uri().path().to_string();
+    let target = request_check::inspect(req).map_err(|e| (e, None, raw_path.clone()))?;
+    let host = target.host.clone();
+    let path = target.path.to_string();
+    let authority = target.authority;
+    let fail = |e: ProxyError| (e, host.clone(), path.clone());
+    // A Host that names another site than the one the handshake selected (RFC 9110 §15.5.20).
+    if let Some(h) = host.as_deref() {
+        if generation.tls.site_named(h).is_some_and(|i| i != site_idx) {
+            return Err(fail(ProxyError::Misdirected));
+        }
+    }
+    let site = &generation.sites[site_idx];
+    let Some(route) = site.router.route(host.as_deref(), &path) else {
+        return Ok((
+            error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"),
+            host,
+            path,
+        ));
+    };
+    let mut response = match &route.action {
+        Action::Fixed(f) => Response::builder()
+            .status(f.status)
+            .header(header::CONTENT_TYPE, f.content_type.clone())
+            .body(full(f.body.clone()))
+            .expect("fixed response parts are valid"),
+        Action::Upstream(i) => {
+            let Some(req) = slot.take() else {
+                return Err(fail(ProxyError::BadRequest("no request")));
+            };
+            let group = generation.upstreams[*i].clone();
+            let forward_path = route.forward_path(&path);
+            let path_and_query = match req.uri().query() {
+                Some(q) => format!("{forward_path}?{q}"),
+                None => forward_path.into_owned(),
+            };
+            let trusted = generation
+                .config
+                .server
+                .trusted_proxies
+                .iter()
+                .any(|c| c.contains(ctx.peer.ip()));
+            let down = Downstream {
+                hop: Hop {
+                    client_ip: ctx.peer.ip(),
+                    trusted,
+                    authority: authority.as_ref(),
+                },
+                path_and_query: &path_and_query,
+                edits: &route.request_edits,
+            };
+            group.forward(req, &down, &ctx.gateway.metrics, upstream).await
+        }
+    };
+    route.response_edits.apply(response.headers_mut());
+    Ok((response, host, path))
+}
+
+/// Reads and drops the body of a request the gateway answers itself (nginx's discard), so the
+/// exchange ends as HTTP/2 expects: the response follows the request's END_STREAM, and frames
+/// the client sends on the stream afterwards are errors of a closed stream (h2spec §5.1, §8.1).
+/// Bounded: after 1 MiB or 5 seconds the response goes out anyway (HTTP/1.1 then closes the
+/// connection after it; HTTP/2 resets the rest of the request stream with NO_ERROR).
+async fn discard_body(mut body: Incoming) {
+    use http_body::Body as _;
+    use http_body_util::BodyExt as _;
+    if body.is_end_stream() {
+        return;
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > 1 << 20 {
+                return;
+            }
+        }
+    })
+    .await;
 }
 
 /// Handles one request.
-pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    let started = Instant::now();
+/// Logged and counted when the response's last byte is sent or, when the client goes away
+/// first, when the response or this future is dropped ([`RequestLog`]).
+pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result<Response<AccessBody>, Infallible> {
+    let mut log = RequestLog::new(&ctx, &req);
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
         let stats = &ctx.gateway.sessions.early_data.stats;
         if !safe_in_early_data(&req) {
             stats.requests_too_early.fetch_add(1, Ordering::Relaxed);
-            return Ok(error_response(
+            return Ok(log.respond(error_response(
                 StatusCode::from_u16(425).expect("valid status"),
                 "425 Too Early: repeat this request after the TLS handshake\n",
-            ));
+            )));
         }
         stats.requests_served.fetch_add(1, Ordering::Relaxed);
         req.headers_mut()
@@ -81,79 +180,24 @@ pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result
             ctx.accepted_with.site_index(&ctx.site).unwrap_or(0),
         ),
     };
-    let host = request_host(&req);
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
     let site = &generation.sites[site_idx];
-    let mut upstream_name = None;
-    let mut response = match site.router.route(host.as_deref(), &path) {
-        Some(Action::Fixed(f)) => Response::builder()
-            .status(f.status)
-            .header(header::CONTENT_TYPE, f.content_type.clone())
-            .body(full(f.body.clone()))
-            .expect("fixed response parts are valid"),
-        Some(Action::Upstream(i)) => {
-            let group = generation.upstreams[*i].clone();
-            upstream_name = Some(group.name.clone());
-            let down = Downstream {
-                client_ip: ctx.peer.ip(),
-                host: host.as_deref(),
-            };
-            group.forward(req, &down, &ctx.gateway.metrics).await
-        }
-        None => error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"),
+    let mut slot = Some(req);
+    let routed = route_request(&ctx, &generation, site_idx, &mut slot, log.upstream()).await;
+    if let Some(unforwarded) = slot {
+        discard_body(unforwarded.into_body()).await;
+    }
+    let mut response = match routed {
+        Ok((r, _, _)) => r,
+        Err((e, _, _)) => e.response(),
     };
+    if method == http::Method::HEAD && response.extensions().get::<FromOrigin>().is_none() {
+        head_response(&mut response);
+    }
     if let Some(hsts) = &site.hsts {
         response
             .headers_mut()
             .insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
     }
-    let status = response.status();
-    ctx.gateway
-        .metrics
-        .requests
-        .get_or_create(&RequestLabels {
-            site: site.label,
-            status: status.as_u16(),
-            protocol: ctx.protocol,
-        })
-        .inc();
-    if generation.config.log.access_log {
-        tracing::info!(
-            target: "access",
-            client = %ctx.peer,
-            site = %site.name,
-            proto = ctx.protocol,
-            %method,
-            host = host.as_deref().unwrap_or("-"),
-            path = %path,
-            status = status.as_u16(),
-            upstream = upstream_name.as_deref().unwrap_or("-"),
-            ms = format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
-        );
-    }
-    Ok(response)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_is_lowercased_and_port_stripped() {
-        let req = Request::builder()
-            .uri("/")
-            .header("host", "Example.COM:8443")
-            .body(())
-            .unwrap();
-        assert_eq!(request_host(&req).as_deref(), Some("example.com"));
-        let req = Request::builder()
-            .uri("/")
-            .header("host", "[::1]:8443")
-            .body(())
-            .unwrap();
-        assert_eq!(request_host(&req).as_deref(), Some("::1"));
-        let req = Request::builder().uri("https://h2.test/x").body(()).unwrap();
-        assert_eq!(request_host(&req).as_deref(), Some("h2.test"));
-    }
+    Ok(log.respond(response))
 }

@@ -3,9 +3,15 @@
 //! `fail_timeout`. Requests with no body are retried once on another server after a connect
 //! failure (nothing reached the first one).
 
-use crate::body::{full, Body, BoxError};
+use crate::access_log::UpstreamFacts;
+use crate::body::{full, Body, BoxError, Guarded};
+use crate::error::{ProxyError, Side};
+use crate::forwarding::{prepare_request, strip_hop_by_hop, Hop};
+use crate::request_body::{SendState, TrackedBody};
+use crate::router::Edits;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header;
+use http::uri::Authority;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -13,10 +19,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels};
 use tlsgate_admin::Metrics;
-use tlsgate_config::{Balance, UpstreamConfig};
+use tlsgate_config::{Balance, OriginAddr, UpstreamConfig};
 
 /// One origin server.
 #[derive(Debug)]
@@ -42,41 +49,18 @@ pub struct UpstreamGroup {
     epoch: Instant,
 }
 
-/// Headers that describe one hop and must not be forwarded (RFC 9110 7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
-
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        headers.remove(n);
-    }
-    for h in HOP_BY_HOP {
-        headers.remove(h);
-    }
-    headers.remove(header::TRANSFER_ENCODING);
-}
+/// Marks a response that came from an origin (not made by the gateway), in its extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct FromOrigin;
 
 /// Everything the forwarder needs to know about the client side of a request.
 pub struct Downstream<'a> {
-    /// The client's IP.
-    pub client_ip: std::net::IpAddr,
-    /// Host the client asked for (already lower-cased, without port), for the Host header.
-    pub host: Option<&'a str>,
+    /// This hop: client address, whether it is a trusted proxy, the authority it asked for.
+    pub hop: Hop<'a>,
+    /// The normalised (and possibly rewritten) path with the original query.
+    pub path_and_query: &'a str,
+    /// The route's request header edits.
+    pub edits: &'a Edits,
 }
 
 impl UpstreamGroup {
@@ -92,16 +76,29 @@ impl UpstreamGroup {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
-        let servers = config
-            .servers
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .map(|authority| UpstreamServer {
-                authority,
-                in_flight: AtomicUsize::new(0),
-                down_until_ms: AtomicU64::new(0),
-            })
-            .collect();
+        // Validation refuses every address that is left out here; one can only arrive through a
+        // path that skipped it, and is then named in an error line rather than dropped silently.
+        let mut servers = Vec::with_capacity(config.servers.len());
+        for text in &config.servers {
+            let authority = match OriginAddr::parse(text) {
+                Ok(addr) if addr.tls => Err("TLS to origins is not supported yet".to_string()),
+                Ok(addr) => addr.authority().parse::<Authority>().map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match authority {
+                Ok(authority) => servers.push(UpstreamServer {
+                    authority,
+                    in_flight: AtomicUsize::new(0),
+                    down_until_ms: AtomicU64::new(0),
+                }),
+                Err(error) => {
+                    tracing::error!(upstream = %config.name, server = %text, %error, "origin address refused; server left out")
+                }
+            }
+        }
+        if servers.is_empty() {
+            tracing::error!(upstream = %config.name, "upstream group has no usable server: its requests get 502");
+        }
         Self {
             name: config.name.clone(),
             label: tlsgate_admin::metrics::intern(&config.name),
@@ -124,8 +121,8 @@ impl UpstreamGroup {
     }
 
     /// Picks a server, skipping `exclude` and servers marked down (if every server is down,
-    /// the one the policy would pick anyway).
-    pub fn pick(&self, exclude: Option<usize>) -> usize {
+    /// the one the policy would pick anyway); `None` when there is no other server at all.
+    pub fn pick(&self, exclude: Option<usize>) -> Option<usize> {
         let n = self.servers.len();
         let now = self.now_ms();
         let candidates = (0..n).filter(|i| Some(*i) != exclude);
@@ -139,80 +136,96 @@ impl UpstreamGroup {
             healthy
         };
         if pool.is_empty() {
-            return 0;
+            return None;
         }
         match self.balance {
-            Balance::RoundRobin => pool[self.next.fetch_add(1, Ordering::Relaxed) % pool.len()],
+            Balance::RoundRobin => Some(pool[self.next.fetch_add(1, Ordering::Relaxed) % pool.len()]),
             Balance::LeastConn => {
                 let start = self.next.fetch_add(1, Ordering::Relaxed);
                 // Rotate the start so ties are spread.
                 (0..pool.len())
                     .map(|k| pool[(start + k) % pool.len()])
                     .min_by_key(|i| self.servers[*i].in_flight.load(Ordering::Relaxed))
-                    .expect("non-empty")
             }
         }
     }
 
-    /// Forwards a request and streams the response back.
-    pub async fn forward(&self, req: Request<Incoming>, down: &Downstream<'_>, metrics: &Metrics) -> Response<Body> {
+    /// Forwards a request and streams the response back. A failure becomes the error response
+    /// of its [`ProxyError`], which travels in the response's extensions for the log.
+    /// What the access log needs (origin server, time to its header, upload) goes to `facts`.
+    pub async fn forward(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        down: &Downstream<'_>,
+        metrics: &Metrics,
+        facts: &mut UpstreamFacts,
+    ) -> Response<Body> {
+        facts.group = Some(self.label);
+        match self.try_forward(req, down, metrics, facts).await {
+            Ok(resp) => resp,
+            Err(e) => e.response(),
+        }
+    }
+
+    async fn try_forward(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        down: &Downstream<'_>,
+        metrics: &Metrics,
+        facts: &mut UpstreamFacts,
+    ) -> Result<Response<Body>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         let retryable = http_body::Body::is_end_stream(&body);
         let mut body = Some(body);
-        let host_header = parts
-            .headers
-            .get(header::HOST)
-            .cloned()
-            .or_else(|| {
-                parts
-                    .uri
-                    .authority()
-                    .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-            })
-            .or_else(|| down.host.and_then(|h| HeaderValue::from_str(h).ok()));
-        strip_hop_by_hop(&mut parts.headers);
-        if let Some(h) = host_header {
-            parts.headers.insert(header::HOST, h);
-        }
-        append_forwarded(&mut parts.headers, down.client_ip);
-        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        prepare_request(&mut parts.headers, &down.hop, down.edits);
         parts.version = Version::HTTP_11;
+        if self.servers.is_empty() {
+            tracing::warn!(upstream = %self.name, "upstream group has no servers");
+            self.count_error(metrics, ProxyError::NoUpstreamServer.kind());
+            return Err(ProxyError::NoUpstreamServer);
+        }
 
         let attempts = if retryable && self.servers.len() > 1 { 2 } else { 1 };
         let mut exclude = None;
+        let mut last = ProxyError::UpstreamConnect;
         for attempt in 0..attempts {
-            let idx = self.pick(exclude);
+            let Some(idx) = self.pick(exclude) else {
+                return Err(if attempt == 0 {
+                    ProxyError::NoUpstreamServer
+                } else {
+                    last
+                });
+            };
             let server = &self.servers[idx];
-            let uri = match Uri::builder()
+            let uri = Uri::builder()
                 .scheme("http")
                 .authority(server.authority.clone())
-                .path_and_query(path.as_str())
+                .path_and_query(down.path_and_query)
                 .build()
-            {
-                Ok(u) => u,
-                Err(_) => return error_response(StatusCode::BAD_REQUEST, "bad request target"),
-            };
-            let req_body: Body = match body.take() {
-                Some(b) if attempt == 0 => b.map_err(|e| Box::new(e) as BoxError).boxed_unsync(),
-                _ => full(Bytes::new()),
+                .map_err(|_| ProxyError::BadRequest("request target"))?;
+            let (req_body, sent): (Body, _) = match body.take() {
+                Some(b) if attempt == 0 => {
+                    let (tracked, sent) = TrackedBody::new(b);
+                    (tracked.boxed_unsync(), sent)
+                }
+                _ => (full(Bytes::new()), Arc::new(SendState::default())),
             };
             let mut out = Request::from_parts(parts.clone(), req_body);
             *out.uri_mut() = uri;
             let started = Instant::now();
-            server.in_flight.fetch_add(1, Ordering::Relaxed);
-            let result = tokio::time::timeout(self.header_timeout, self.client.request(out)).await;
-            server.in_flight.fetch_sub(1, Ordering::Relaxed);
-            let labels = UpstreamLabels { upstream: self.label };
-            let err = |kind: &'static str| {
-                metrics
-                    .upstream_errors
-                    .get_or_create(&UpstreamErrorLabels {
-                        upstream: self.label,
-                        kind,
-                    })
-                    .inc();
+            facts.server = Some(server.authority.clone());
+            facts.upload = Some(sent.clone());
+            // Counted until the response body ends or is dropped (client gone, stream reset).
+            let in_flight = InFlight::enter(self, idx);
+            // The response-header timeout starts once the body has been sent (a slow upload is
+            // not the origin's fault); a body that stops moving is timed out on its own.
+            let result = tokio::select! {
+                r = self.client.request(out) => Ok(r),
+                e = sent.deadline(self.header_timeout) => Err(e),
             };
-            match result {
+            facts.header_time = Some(started.elapsed());
+            let labels = UpstreamLabels { upstream: self.label };
+            let error = match result {
                 Ok(Ok(resp)) => {
                     metrics
                         .upstream_duration
@@ -220,44 +233,108 @@ impl UpstreamGroup {
                         .observe(started.elapsed().as_secs_f64());
                     let (mut rparts, rbody) = resp.into_parts();
                     strip_hop_by_hop(&mut rparts.headers);
-                    return Response::from_parts(rparts, rbody.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+                    rparts.extensions.insert(FromOrigin);
+                    return Ok(Response::from_parts(
+                        rparts,
+                        Guarded::new(rbody, in_flight)
+                            .map_err(|e| Box::new(e) as BoxError)
+                            .boxed_unsync(),
+                    ));
                 }
                 Ok(Err(e)) if e.is_connect() => {
-                    err("connect");
                     server
                         .down_until_ms
                         .store(self.now_ms() + self.fail_timeout.as_millis() as u64, Ordering::Relaxed);
                     tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connect failed; server skipped for {:?}", self.fail_timeout);
                     exclude = Some(idx);
-                    if attempt + 1 == attempts {
-                        return error_response(StatusCode::BAD_GATEWAY, "502 Bad Gateway: upstream unreachable");
+                    ProxyError::UpstreamConnect
+                }
+                Ok(Err(e)) => match sent.client_error() {
+                    // The client broke or abandoned its body: not the origin's fault.
+                    Some(client) => {
+                        tracing::debug!(upstream = %self.name, server = %server.authority, error = %e, "request body failed on the client side: {client}");
+                        return Err(client);
                     }
+                    None => {
+                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream request failed");
+                        ProxyError::UpstreamProtocol
+                    }
+                },
+                Err(e) => {
+                    match e.side() {
+                        Side::Downstream => {
+                            tracing::debug!(upstream = %self.name, server = %server.authority, "{e} for {:?}", self.header_timeout)
+                        }
+                        _ => {
+                            tracing::warn!(upstream = %self.name, server = %server.authority, "{e} after {:?}", self.header_timeout)
+                        }
+                    }
+                    e
                 }
-                Ok(Err(e)) => {
-                    err("protocol");
-                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream request failed");
-                    return error_response(StatusCode::BAD_GATEWAY, "502 Bad Gateway: upstream failed");
-                }
-                Err(_) => {
-                    err("timeout");
-                    tracing::warn!(upstream = %self.name, server = %server.authority, "upstream response header timed out after {:?}", self.header_timeout);
-                    return error_response(StatusCode::GATEWAY_TIMEOUT, "504 Gateway Timeout: upstream too slow");
-                }
+            };
+            if error.side() == Side::Upstream {
+                self.count_error(metrics, error.kind());
             }
+            if !error.retry_safe() {
+                return Err(error);
+            }
+            last = error;
         }
-        error_response(StatusCode::BAD_GATEWAY, "502 Bad Gateway")
+        Err(last)
+    }
+
+    fn count_error(&self, metrics: &Metrics, kind: &'static str) {
+        metrics
+            .upstream_errors
+            .get_or_create(&UpstreamErrorLabels {
+                upstream: self.label,
+                kind,
+            })
+            .inc();
     }
 }
 
-fn append_forwarded(headers: &mut HeaderMap, ip: std::net::IpAddr) {
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {ip}"),
-        None => ip.to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        headers.insert("x-forwarded-for", v);
+/// One request counted in its server's `in_flight` (what `least_conn` compares), from before it
+/// is sent until the guard is dropped: with the response body's end, or whenever the request is
+/// given up (its future dropped when the client goes away or resets the stream).
+struct InFlight {
+    group: Arc<UpstreamGroup>,
+    idx: usize,
+}
+
+impl InFlight {
+    fn enter(group: &Arc<UpstreamGroup>, idx: usize) -> Self {
+        group.servers[idx].in_flight.fetch_add(1, Ordering::Relaxed);
+        Self {
+            group: group.clone(),
+            idx,
+        }
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.group.servers[self.idx].in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Copies every current upstream server's requests in flight into `tlsgate_upstream_in_flight`
+/// (at scrape time; servers no longer configured disappear).
+pub fn export_in_flight(gateway: &crate::Gateway) {
+    use tlsgate_admin::metrics::{intern, InFlightLabels};
+    let gauge = &gateway.metrics.upstream_in_flight;
+    gauge.clear();
+    for group in &gateway.current().upstreams {
+        for s in &group.servers {
+            let labels = InFlightLabels {
+                upstream: group.label,
+                server: intern(s.authority.as_str()),
+            };
+            gauge
+                .get_or_create(&labels)
+                .set(s.in_flight.load(Ordering::Relaxed) as i64);
+        }
+    }
 }
 
 /// A short plain-text error response.
@@ -295,36 +372,41 @@ mod tests {
     #[tokio::test]
     async fn round_robin_skips_down_servers() {
         let g = group(&["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], Balance::RoundRobin);
-        let picks: Vec<usize> = (0..6).map(|_| g.pick(None)).collect();
+        let picks: Vec<usize> = (0..6).filter_map(|_| g.pick(None)).collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
         g.servers[1].down_until_ms.store(u64::MAX, Ordering::Relaxed);
-        assert!((0..6).map(|_| g.pick(None)).all(|i| i != 1));
+        assert!((0..6).map(|_| g.pick(None)).all(|i| i.is_some_and(|i| i != 1)));
     }
 
     #[tokio::test]
     async fn least_conn_prefers_idle_servers_and_exclude_is_honoured() {
         let g = group(&["127.0.0.1:1", "127.0.0.1:2"], Balance::LeastConn);
         g.servers[0].in_flight.store(5, Ordering::Relaxed);
-        assert!((0..4).all(|_| g.pick(None) == 1));
-        assert!((0..4).all(|_| g.pick(Some(1)) == 0));
+        assert!((0..4).all(|_| g.pick(None) == Some(1)));
+        assert!((0..4).all(|_| g.pick(Some(1)) == Some(0)));
     }
 
     #[tokio::test]
     async fn all_down_still_picks_someone() {
         let g = group(&["127.0.0.1:1"], Balance::RoundRobin);
         g.servers[0].down_until_ms.store(u64::MAX, Ordering::Relaxed);
-        assert_eq!(g.pick(None), 0);
+        assert_eq!(g.pick(None), Some(0));
+        assert_eq!(g.pick(Some(0)), None);
     }
 
-    #[test]
-    fn hop_by_hop_headers_are_removed() {
-        let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("close, x-private"));
-        h.insert("x-private", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("x-kept", HeaderValue::from_static("1"));
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 1);
-        assert!(h.contains_key("x-kept"));
+    #[tokio::test]
+    async fn servers_come_from_the_address_parser_and_an_empty_group_picks_none() {
+        let g = group(&["[::1]:81", "http://localhost", "LOCALHOST:82"], Balance::RoundRobin);
+        let authorities: Vec<&str> = g.servers.iter().map(|s| s.authority.as_str()).collect();
+        assert_eq!(authorities, ["[::1]:81", "localhost:80", "localhost:82"]);
+        // What validation refuses is left out (with an error line), never mis-parsed.
+        let g = group(&["::1:80", "https://h", "127.0.0.1:3"], Balance::LeastConn);
+        let authorities: Vec<&str> = g.servers.iter().map(|s| s.authority.as_str()).collect();
+        assert_eq!(authorities, ["127.0.0.1:3"]);
+        for balance in [Balance::RoundRobin, Balance::LeastConn] {
+            let empty = group(&[], balance);
+            assert_eq!(empty.pick(None), None);
+            assert_eq!(empty.pick(Some(0)), None);
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory.
 //! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
 //! - [`Origin`]: an HTTP/1.1 origin server on a real socket (echo, slow, streaming, sized bodies).
+//! - [`RawOrigin`]: an origin that records the exact bytes it receives (smuggling, headers).
 //! - [`stores::StoreProcess`]: redis-server, a Redis Sentinel or memcached on a free port.
 //! - [`RoundRobin`]: a layer-4 round-robin balancer in front of several gateways.
 //! - [`run`]: run a client command (`openssl s_client`, `curl`) with a timeout and stdin.
@@ -13,11 +14,13 @@
 pub mod balancer;
 pub mod origin;
 pub mod process;
+pub mod raw_origin;
 pub mod stores;
 
 pub use balancer::RoundRobin;
 pub use origin::Origin;
 pub use process::{run, GatewayProcess, Output};
+pub use raw_origin::RawOrigin;
 pub use stores::StoreProcess;
 
 use std::net::TcpListener;

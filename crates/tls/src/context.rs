@@ -159,6 +159,15 @@ impl Selector {
         }
     }
 
+    /// The site whose `server_names` name `host` (exact, then `*.parent`), if any.
+    fn named(&self, host: &str) -> Option<usize> {
+        let host = host.trim_end_matches('.');
+        self.exact
+            .get(host)
+            .or_else(|| host.split_once('.').and_then(|(_, parent)| self.wildcard.get(parent)))
+            .copied()
+    }
+
     fn choose(&self, hello: &ClientHello<'_>) -> Option<&SiteVariant> {
         let site = &self.sites[self.site_for(hello.servername(NameType::HOST_NAME))?];
         if let [only] = site.variants.as_slice() {
@@ -218,6 +227,13 @@ impl TlsService {
     /// The site a finished handshake selected.
     pub fn site_of(&self, ssl: &SslRef) -> Option<usize> {
         ssl.ssl_context().ex_data(*SITE_TAG).map(|t| t.site)
+    }
+
+    /// The site (configuration index) whose server names cover `host` (lower-case, no port),
+    /// without falling back to the default site: used to refuse a request whose Host belongs
+    /// to another site than the connection's certificate (421 Misdirected Request).
+    pub fn site_named(&self, host: &str) -> Option<usize> {
+        self.selector.named(host)
     }
 
     /// Site names, in configuration order.

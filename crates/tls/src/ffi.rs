@@ -39,6 +39,60 @@ pub fn set_max_send_fragment(ssl: &mut SslRef, bytes: usize) -> bool {
     unsafe { boring_sys::SSL_set_max_send_fragment(ssl.as_ptr(), bytes) == 1 }
 }
 
+/// Takes what BoringSSL has queued to send but not written, as sealed TLS records, for the
+/// caller to write to the socket itself, right now: after a TLS 1.3 handshake, the server's
+/// NewSessionTicket messages. BoringSSL (ssl/tls13_server.cc, `do_send_new_session_ticket`)
+/// leaves them in the pending flight and writes them with the next `SSL_write`, so a server that
+/// does not answer at once (HTTP/1.1 before a request) holds them back; its advice is a
+/// zero-byte `SSL_write`, which the `boring` crate short-circuits and which, through
+/// `tokio-boring`, could only run with the task's waker installed in the stream's BIO (private
+/// to that crate). So the write goes to a memory BIO swapped in for the call: `SSL_write(ssl, "",
+/// 0)` flushes the pending flight (ssl/s3_pkt.cc, `do_tls_write`) and writes no application
+/// data. Empty when nothing is queued (TLS 1.2: the ticket went with the handshake), and while the
+/// handshake is not finished (0-RTT accepted: BoringSSL sent its tickets half-RTT, with the
+/// server Finished), where a write could run the handshake and read from the real BIO.
+pub fn take_pending_flight(ssl: &mut SslRef) -> Result<Vec<u8>, boring::error::ErrorStack> {
+    static EMPTY: [u8; 1] = [0];
+    let ssl = ssl.as_ptr();
+    // SAFETY: `ssl` is a live SSL, borrowed mutably for the whole function (no other code can use
+    // it meanwhile). `SSL_in_init` only reads state. The transport BIO gets one more reference
+    // before `SSL_set0_wbio` drops the SSL's own, so it stays alive while swapped out, and the
+    // second `SSL_set0_wbio` hands that reference back (and frees the memory BIO). With the
+    // handshake finished, `SSL_write` cannot run the handshake, so it touches only the write BIO,
+    // the memory BIO, which accepts every write; a zero length makes it write no application
+    // data, and `EMPTY` is a valid pointer for it. `BIO_mem_contents` points into the memory BIO,
+    // which is copied before it is freed.
+    unsafe {
+        if boring_sys::SSL_in_init(ssl) != 0 {
+            return Ok(Vec::new());
+        }
+        let transport = boring_sys::SSL_get_wbio(ssl);
+        if transport.is_null() {
+            return Ok(Vec::new());
+        }
+        let memory = boring_sys::BIO_new(boring_sys::BIO_s_mem());
+        if memory.is_null() {
+            return Err(boring::error::ErrorStack::get());
+        }
+        boring_sys::BIO_up_ref(transport);
+        boring_sys::SSL_set0_wbio(ssl, memory);
+        boring_sys::ERR_clear_error();
+        let rc = boring_sys::SSL_write(ssl, EMPTY.as_ptr().cast(), 0);
+        let failed = rc < 0 || boring_sys::ERR_peek_error() != 0;
+        let (mut data, mut len) = (std::ptr::null::<u8>(), 0usize);
+        let records = if boring_sys::BIO_mem_contents(memory, &mut data, &mut len) == 1 && len > 0 {
+            std::slice::from_raw_parts(data, len).to_vec()
+        } else {
+            Vec::new()
+        };
+        boring_sys::SSL_set0_wbio(ssl, transport);
+        if failed {
+            return Err(boring::error::ErrorStack::get());
+        }
+        Ok(records)
+    }
+}
+
 /// Congestion window and sender MSS of a TCP socket, from `TCP_INFO` (Linux).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpWindow {

@@ -31,7 +31,7 @@ pub mod session_cache;
 pub mod tickets;
 
 pub use context::{SessionState, TlsBuildError, TlsService};
-pub use ffi::{set_client_session, set_max_send_fragment, tcp_window, TcpWindow};
+pub use ffi::{set_client_session, set_max_send_fragment, take_pending_flight, tcp_window, TcpWindow};
 /// Listener-side TCP Fast Open: enable it on a socket, and tell whether a connection used it.
 pub use ffi::{set_tcp_fastopen, tcp_syn_data_accepted};
 /// Client-side 0-RTT, session and TCP Fast Open helpers (`tlsgate probe`, `tlsgate bench`).

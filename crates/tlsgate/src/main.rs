@@ -4,6 +4,7 @@
 //! `lab`: the network lab (link emulator between namespaces, TTLB experiments; docs/LAB.md).
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod bench_cmd;
 mod check;
 mod cluster_setup;
@@ -15,6 +16,7 @@ mod lab_cmd;
 mod logging;
 mod probe_cmd;
 mod reload;
+mod reopen_logs;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -48,8 +50,19 @@ enum Command {
         #[arg(long = "ca")]
         ca: Vec<PathBuf>,
     },
-    /// Ask a running gateway to re-read its configuration and certificates.
+    /// Ask a running gateway to re-read its configuration and certificates (exit status 0: all
+    /// applied; 1: refused or unreachable; 3: applied, but listener/admin/workers/[cluster]
+    /// changes were not and take a restart — listed on stderr).
     Reload {
+        /// The configuration file the gateway runs with (its admin address is read from it).
+        #[arg(long, short, required_unless_present = "admin")]
+        config: Option<PathBuf>,
+        /// The admin listener's address, instead of reading it from the configuration.
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+    },
+    /// Ask a running gateway to reopen its access-log file (for logrotate; or: kill -USR1).
+    ReopenLogs {
         /// The configuration file the gateway runs with (its admin address is read from it).
         #[arg(long, short, required_unless_present = "admin")]
         config: Option<PathBuf>,
@@ -83,6 +96,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Check { config, ca } => check::run(&config, &ca),
         Command::Reload { config, admin } => reload::run(config.as_deref(), admin),
+        Command::ReopenLogs { config, admin } => reopen_logs::run(config.as_deref(), admin),
         Command::Bench(args) => bench_cmd::run(&args),
         Command::Probe(args) => probe_cmd::run(&args),
         Command::Keyserver(args) => keyserver_cmd::run(&args),

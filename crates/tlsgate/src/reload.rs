@@ -1,4 +1,10 @@
 //! `tlsgate reload`: POST /reload to the running gateway's admin listener.
+//!
+//! Exit status: 0 when the new configuration was installed in full; 1 when it was refused (the
+//! old one keeps serving) or the gateway could not be reached; [`EXIT_NOT_APPLIED`] (3) when it
+//! was installed but some changes take a restart (listeners, admin address, workers, `[cluster]`,
+//! `[control]`, `[log]`): they are listed on stderr, one `not applied, needs a restart: ...` line
+//! each, and everything else in the file is in effect.
 
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
@@ -6,6 +12,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// Exit status of a reload that was installed with changes left for the next restart.
+pub const EXIT_NOT_APPLIED: u8 = 3;
 
 pub fn run(config: Option<&Path>, admin: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
     let addr = match (admin, config) {
@@ -28,12 +37,25 @@ pub fn run(config: Option<&Path>, admin: Option<SocketAddr>) -> anyhow::Result<E
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let status = response.split_whitespace().nth(1).unwrap_or("");
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
-    if status == "200" {
-        println!("{body}");
-        Ok(ExitCode::SUCCESS)
-    } else {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let body = body.trim();
+    let not_applied = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case(tlsgate_admin::NOT_APPLIED_HEADER))
+        .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    if status != "200" {
         eprintln!("{body}");
-        Ok(ExitCode::FAILURE)
+        return Ok(ExitCode::FAILURE);
     }
+    if not_applied == 0 {
+        println!("{body}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("{body}");
+    eprintln!(
+        "tlsgate reload: {not_applied} change(s) not applied; restart tlsgate to apply them (exit status {EXIT_NOT_APPLIED})"
+    );
+    Ok(ExitCode::from(EXIT_NOT_APPLIED))
 }

@@ -6,6 +6,7 @@
 mod admin_api;
 mod control_plane;
 mod overlay;
+mod restart_only;
 
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
@@ -15,7 +16,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tlsgate_admin::{AdminHooks, Metrics};
+use tlsgate_admin::{AdminHooks, Metrics, ReloadReport};
 use tlsgate_config::{Config, ListenerConfig};
 use tlsgate_proxy::{listener, Gateway};
 use tokio::signal::unix::{signal, SignalKind};
@@ -55,7 +56,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         (args.config.expect("clap enforces --config without --demo"), None)
     };
     let loaded = tlsgate_config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    crate::logging::init(&loaded.config.log);
+    crate::logging::init_serve(&loaded.config.log).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     for issue in tlsgate_config::validate::validate(&loaded.config) {
         tracing::warn!("{}: {issue}", path.display());
     }
@@ -66,6 +67,35 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
 
+    let workers = match config.server.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // Bind everything up front, before joining a cluster or the control plane, so a busy port is
+    // a clear startup error (exit status 1) with no side effects, not a worker's log line. Each
+    // address is taken exclusively: another process already listening there (a second
+    // `tlsgate serve` with the same configuration included) is refused, not joined
+    // (`listener::bind_workers`).
+    let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> = (0..workers).map(|_| Vec::new()).collect();
+    for l in &config.listeners {
+        let group = listener::bind_workers(l, workers)?;
+        for (sockets, socket) in per_worker.iter_mut().zip(group) {
+            sockets.push((socket, l.clone()));
+        }
+    }
+    listener::warn_if_tfo_disabled(&config.listeners);
+    let admin = match config.admin.listen {
+        Some(addr) => {
+            // std's bind sets SO_REUSEADDR and never SO_REUSEPORT: exclusive already.
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| listener::ListenError::new(addr, e))
+                .context("admin.listen")?;
+            l.set_nonblocking(true)?;
+            Some(l)
+        }
+        None => None,
+    };
+
     // The control loop's runtime owns the cluster store's background tasks (writes, probe).
     let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let cluster = {
@@ -74,29 +104,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         control_plane::start(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: control: {e:#}", path.display()))?;
         cluster
-    };
-
-    let workers = match config.server.workers {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    // Bind everything up front so a busy port is a clear startup error, not a worker's log line.
-    let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> = (0..workers).map(|_| Vec::new()).collect();
-    for l in &config.listeners {
-        for sockets in per_worker.iter_mut() {
-            let socket = listener::bind_listener(l).with_context(|| format!("cannot listen on {}", l.listen))?;
-            sockets.push((socket, l.clone()));
-        }
-    }
-    listener::warn_if_tfo_disabled(&config.listeners);
-    let admin = match config.admin.listen {
-        Some(addr) => {
-            let l =
-                std::net::TcpListener::bind(addr).with_context(|| format!("admin.listen: cannot listen on {addr}"))?;
-            l.set_nonblocking(true)?;
-            Some(l)
-        }
-        None => None,
     };
 
     let mut threads = Vec::new();
@@ -118,11 +125,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{banner}");
     }
 
-    control.block_on(control_loop(gateway.clone(), metrics, path, admin, cluster));
+    control.block_on(control_loop(gateway.clone(), metrics, path, admin, cluster, config));
     for t in threads {
         let _ = t.join();
     }
     tracing::info!("tlsgate stopped");
+    crate::access_log::flush(Duration::from_secs(2));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -158,10 +166,13 @@ struct Control {
     metrics: Arc<Metrics>,
     path: PathBuf,
     reload_lock: tokio::sync::Mutex<()>,
+    /// The configuration the process started with: what its sockets, workers and stores follow
+    /// whatever reloads installed since (see `restart_only`).
+    started: Config,
 }
 
 impl Control {
-    async fn reload(&self) -> Result<String, String> {
+    async fn reload(&self) -> Result<ReloadReport, String> {
         let _serial = self.reload_lock.lock().await;
         let result = self.try_reload();
         let label = if result.is_ok() { "ok" } else { "error" };
@@ -170,7 +181,15 @@ impl Control {
             .get_or_create(&tlsgate_admin::metrics::ResultLabels { result: label })
             .inc();
         match &result {
-            Ok(summary) => tracing::info!("{summary}"),
+            Ok(report) => {
+                tracing::info!("{}", report.summary);
+                if !report.not_applied.is_empty() {
+                    tracing::warn!(
+                        changes = ?report.not_applied,
+                        "configuration changes not applied: they take effect only after a restart"
+                    );
+                }
+            }
             Err(reason) => tracing::error!(
                 "reload refused, still serving generation {}: {reason}",
                 self.gateway.current().id
@@ -179,32 +198,19 @@ impl Control {
         result
     }
 
-    fn try_reload(&self) -> Result<String, String> {
+    /// Installs the re-read file; what it changes among the settings fixed at start is not
+    /// applied and is reported (compared with the start, not with the previous reload, so a
+    /// change stays reported until the restart).
+    fn try_reload(&self) -> Result<ReloadReport, String> {
         let loaded = tlsgate_config::load(&self.path).map_err(|e| e.to_string())?;
-        let old = self.gateway.current();
-        if listeners_differ(&old.config, &loaded.config) {
-            tracing::warn!("listener or admin changes take effect only after a restart; the running sockets are kept");
-        }
-        if format!("{:?}", old.config.cluster) != format!("{:?}", loaded.config.cluster) {
-            tracing::warn!("[cluster] changes (secrets, store) take effect only after a restart");
-        }
+        let not_applied = restart_only::not_applied(&self.started, &loaded.config);
         let config = control_plane::with_overlay(loaded.config)?;
         let id = self.gateway.install(config)?;
-        Ok(format!(
-            "configuration reloaded from {} (generation {id})",
-            self.path.display()
-        ))
+        Ok(ReloadReport {
+            summary: format!("configuration reloaded from {} (generation {id})", self.path.display()),
+            not_applied,
+        })
     }
-}
-
-fn listeners_differ(a: &Config, b: &Config) -> bool {
-    let key = |c: &Config| {
-        c.listeners
-            .iter()
-            .map(|l| (l.listen, l.kind, l.backlog, l.tcp_fastopen))
-            .collect::<Vec<_>>()
-    };
-    key(a) != key(b) || a.admin.listen != b.admin.listen || a.server.workers != b.server.workers
 }
 
 struct Hooks(Arc<Control>);
@@ -265,14 +271,20 @@ impl AdminHooks for Hooks {
         m.set_gauge("cert_compressions_computed_total", cc.computed.load(Relaxed));
         tlsgate_proxy::stapling::export_metrics(gw);
         control_plane::export_metrics(m);
+        tlsgate_proxy::upstream::export_in_flight(gw);
+        m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
+        m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
     }
 
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, String>> + Send>> {
         let control = self.0.clone();
         Box::pin(async move { control.reload().await })
     }
 
     fn api(&self, method: &tlsgate_admin::Method, path: &str, body: &[u8]) -> Option<tlsgate_admin::ApiFuture> {
+        if path == "/reopen-logs" {
+            return Some(Box::pin(crate::access_log::admin_reopen(method.clone())));
+        }
         admin_api::route(method, path, body)
     }
 }
@@ -283,6 +295,7 @@ async fn control_loop(
     path: PathBuf,
     admin: Option<std::net::TcpListener>,
     cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
+    started: Config,
 ) {
     let control = Arc::new(Control {
         gateway: gateway.clone(),
@@ -290,6 +303,7 @@ async fn control_loop(
         metrics: metrics.clone(),
         path,
         reload_lock: Default::default(),
+        started,
     });
     if let Some(l) = admin {
         match tokio::net::TcpListener::from_std(l) {
@@ -305,12 +319,13 @@ async fn control_loop(
     }
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
     tokio::spawn(tlsgate_proxy::stapling::run(gateway.clone()));
-    let (mut hup, mut term, mut int) = match (
+    let (mut hup, mut term, mut int, mut usr1) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::user_defined1()),
     ) {
-        (Ok(h), Ok(t), Ok(i)) => (h, t, i),
+        (Ok(h), Ok(t), Ok(i), Ok(u)) => (h, t, i, u),
         _ => {
             tracing::error!("cannot install signal handlers");
             return;
@@ -321,6 +336,9 @@ async fn control_loop(
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading configuration");
                 let _ = control.reload().await;
+            }
+            _ = usr1.recv() => {
+                let _ = crate::access_log::reopen_logged("SIGUSR1").await;
             }
             _ = term.recv() => break,
             _ = int.recv() => break,

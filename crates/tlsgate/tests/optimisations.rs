@@ -13,28 +13,54 @@ use tlsgate_tls::cert_compression::{Brotli, Zlib, STATS};
 
 const TFO_SYSCTL: &str = "/proc/sys/net/ipv4/tcp_fastopen";
 
-/// Makes sure this network namespace lets clients send and servers accept SYN data (bits 1 and
-/// 2, i.e. 3). Returns why not when it cannot be set (the caller skips).
-fn enable_tfo() -> Result<(), String> {
-    let now: u32 = std::fs::read_to_string(TFO_SYSCTL)
-        .map_err(|e| format!("{TFO_SYSCTL}: {e}"))?
-        .trim()
-        .parse()
-        .map_err(|e| format!("{TFO_SYSCTL}: {e}"))?;
-    if now & 3 == 3 {
-        return Ok(());
+/// Serialises the tests that need TCP Fast Open: each sets the sysctl and puts it back.
+static TFO_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn read_tfo() -> u32 {
+    let text = std::fs::read_to_string(TFO_SYSCTL).unwrap_or_else(|e| panic!("{TFO_SYSCTL}: {e}"));
+    text.trim().parse().unwrap_or_else(|e| panic!("{TFO_SYSCTL} = {text:?}: {e}"))
+}
+
+/// Lets clients send and servers accept SYN data in this network namespace (bits 1 and 2, i.e.
+/// 3) for as long as it lives, then restores the value it found (also when the test panics), so
+/// no later test or run depends on what this one did. Needs root; without it the test fails.
+struct TfoEnabled {
+    before: u32,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl TfoEnabled {
+    fn new() -> Self {
+        let lock = TFO_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let before = read_tfo();
+        std::fs::write(TFO_SYSCTL, (before | 3).to_string())
+            .unwrap_or_else(|e| panic!("cannot set {TFO_SYSCTL} to 3 (needs root in this network namespace): {e}"));
+        Self { before, _lock: lock }
     }
-    // Left at the new value: other tests in this namespace may be using TFO at the same time.
-    std::fs::write(TFO_SYSCTL, (now | 3).to_string()).map_err(|e| format!("cannot set {TFO_SYSCTL} to 3: {e}"))
+}
+
+impl Drop for TfoEnabled {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(TFO_SYSCTL, self.before.to_string()) {
+            eprintln!("cannot restore {TFO_SYSCTL} to {}: {e}", self.before);
+        }
+    }
+}
+
+#[test]
+fn tfo_sysctl_is_restored_after_use() {
+    let before = read_tfo();
+    {
+        let _tfo = TfoEnabled::new();
+        assert_eq!(read_tfo() & 3, 3);
+    }
+    assert_eq!(read_tfo(), before);
 }
 
 #[test]
 fn tcp_fast_open_connections_are_counted() {
     require("curl");
-    if let Err(why) = enable_tfo() {
-        eprintln!("SKIPPED tcp_fast_open_connections_are_counted: {why} (needs root in its network namespace)");
-        return;
-    }
+    let _tfo = TfoEnabled::new();
     let f = common::start("", "");
     let listener = format!("listener=\"127.0.0.1:{}\"", f.https);
     assert!(
@@ -64,10 +90,7 @@ fn tcp_fast_open_connections_are_counted() {
 #[test]
 fn tcp_fast_open_can_be_switched_off() {
     require("curl");
-    if let Err(why) = enable_tfo() {
-        eprintln!("SKIPPED tcp_fast_open_can_be_switched_off: {why}");
-        return;
-    }
+    let _tfo = TfoEnabled::new();
     let f = common::start_edited("", "", |t| {
         t.replace("[[listener]]\n", "[[listener]]\ntcp_fastopen = 0\n")
     });
@@ -226,12 +249,13 @@ fn a_client_preferring_chacha20_gets_it_unless_the_order_is_strict() {
     assert!(f.gw.metric("tlsgate_handshakes_total", &["cipher=\"TLS_AES_128_GCM_SHA256\""]) >= 1.0);
 }
 
-#[test]
-fn tcp_fast_open_without_the_server_sysctl_warns_at_startup() {
-    // A fresh network namespace starts with net.ipv4.tcp_fastopen = 1 (client only).
+/// Starts the gateway with `edit`ed test configuration in a fresh network namespace, which has
+/// the kernel's default `net.ipv4.tcp_fastopen = 1` (client only) whatever this one has; returns
+/// its output after three seconds.
+fn serve_in_fresh_netns(edit: impl FnOnce(String) -> String) -> String {
     require("unshare");
     let pki = tlsgate_testkit::TestPki::new();
-    let text = common::config_text(&pki, 8443, 9090, "", "");
+    let text = edit(common::config_text(&pki, 8443, 9090, "", ""));
     let config = pki.write("tlsgate.toml", &text);
     let script = format!(
         "ip link set lo up && cat {TFO_SYSCTL} && exec timeout 3 {} serve --config {}",
@@ -245,17 +269,34 @@ fn tcp_fast_open_without_the_server_sysctl_warns_at_startup() {
         Duration::ZERO,
         Duration::from_secs(20),
     );
-    if !out.stdout.starts_with('1') {
-        eprintln!(
-            "SKIPPED: cannot start a network namespace with the default sysctl:\n{}",
-            out.all()
-        );
-        return;
-    }
+    assert!(
+        out.stdout.starts_with('1'),
+        "a fresh network namespace should start with the kernel default tcp_fastopen = 1 (needs root):\n{}",
+        out.all()
+    );
     let all = out.all();
+    assert!(all.contains("tlsgate serving"), "{all}");
+    all
+}
+
+#[test]
+fn default_tcp_fast_open_on_a_stock_kernel_is_one_info_line() {
+    let all = serve_in_fresh_netns(|t| t);
+    assert!(!all.contains("WARN"), "a default must not warn on a stock kernel:\n{all}");
+    let info: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("TCP Fast Open is on when available"))
+        .collect();
+    assert_eq!(info.len(), 1, "{all}");
+    assert!(info[0].contains("INFO"), "{all}");
+}
+
+#[test]
+fn tcp_fast_open_asked_for_without_the_server_sysctl_warns_at_startup() {
+    let all = serve_in_fresh_netns(|t| t.replace("[[listener]]\n", "[[listener]]\ntcp_fastopen = 256\n"));
     assert!(
         all.contains("tcp_fastopen is configured but sysctl net.ipv4.tcp_fastopen = 1 does not enable server TFO"),
         "{all}"
     );
-    assert!(all.contains("tlsgate serving"), "{all}");
+    assert!(!all.contains("TCP Fast Open is on when available"), "{all}");
 }

@@ -113,6 +113,44 @@ fn tls13_resumes_with_a_psk_ticket() {
     assert_eq!(state(&f, "tickets_accepted_total"), 2.0, "{}", f.gw.metrics());
 }
 
+/// Issue 15: the TLS 1.3 tickets are written when the handshake completes, not with the first
+/// response, so a client that sends no request still leaves with a session. Exactly the
+/// operators' recipe `(echo; sleep 0.3) | openssl s_client -connect H:P -tls1_3 -sess_out s.pem`,
+/// then `openssl s_client -connect H:P -sess_in s.pem`, which resumes against nginx.
+#[test]
+fn tls13_tickets_arrive_without_a_request() {
+    let f = common::start("", "");
+    let file = session_file(&f, "no-request.pem");
+    let (connect, sess) = (f.connect(), file.to_str().unwrap().to_string());
+    let s_client = |args: &[&str]| {
+        let mut all = vec!["s_client", "-connect", &connect];
+        all.extend_from_slice(args);
+        tlsgate_testkit::run(
+            "openssl",
+            &all,
+            b"\n",
+            Duration::from_millis(300),
+            Duration::from_secs(15),
+        )
+    };
+    let first = s_client(&["-tls1_3", "-sess_out", &sess]);
+    assert!(
+        first.stdout.contains("New Session Ticket arrived"),
+        "the tickets came with the handshake:\n{}",
+        first.all()
+    );
+    assert!(file.is_file(), "no session was saved:\n{}", first.all());
+    let second = s_client(&["-sess_in", &sess]);
+    let lines = session_lines(&second.stdout);
+    assert!(
+        lines.first().is_some_and(|l| l.starts_with("Reused, TLSv1.3")),
+        "{}",
+        second.all()
+    );
+    assert_eq!(handshakes(&f, "tls13_psk"), 1.0, "{}", f.gw.metrics());
+    assert_eq!(handshakes(&f, "full"), 1.0, "{}", f.gw.metrics());
+}
+
 #[test]
 fn session_cache_switched_off_resumes_nothing_by_session_id() {
     let f = common::start("[tls.session_cache]\nenabled = false\n", "");

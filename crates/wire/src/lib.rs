@@ -2,6 +2,8 @@
 //! be unit-tested in memory and fuzzed quickly (`fuzz/`).
 //!
 //! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
+//! - [`path`]: request-path normalisation before routing (percent-escapes, slashes, dot segments).
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
+pub mod path;

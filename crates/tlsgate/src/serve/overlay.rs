@@ -62,6 +62,9 @@ pub fn overlay(base: &Config, doc: &ClusterDocument) -> Result<Config, Vec<Strin
                     body: MAINTENANCE_BODY.into(),
                     content_type: "text/plain".into(),
                 }),
+                rewrite_prefix: None,
+                request_headers: Default::default(),
+                response_headers: Default::default(),
             }];
         }
     }

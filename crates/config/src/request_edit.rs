@@ -1,0 +1,236 @@
+//! What a route may change on the way through, and whom the gateway trusts for forwarding
+//! headers: per-route header edits (`request_headers`, `response_headers`), the path rewrite
+//! (`rewrite_prefix`), and `[server] trusted_proxies` (networks in CIDR notation whose
+//! `X-Forwarded-*` / `Forwarded` headers are kept and extended instead of replaced).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use crate::validate::Issue;
+
+/// Header changes applied to requests (before forwarding) or responses (before the client).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeaderEdits {
+    /// Headers set to these values (replacing any the message carries).
+    pub set: BTreeMap<String, String>,
+    /// Headers removed.
+    pub remove: Vec<String>,
+}
+
+impl HeaderEdits {
+    /// True when the edits change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Headers a route may not edit: the gateway owns framing, hop-by-hop and forwarding headers.
+const NOT_EDITABLE: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+    "trailer",
+    "x-forwarded-for",
+];
+
+/// RFC 9110 `token` characters.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Checks one route's header edits and path rewrite; `at` is the route's field path.
+pub fn validate_route_edits(
+    at: &str,
+    request: &HeaderEdits,
+    response: &HeaderEdits,
+    rewrite: Option<&str>,
+    issues: &mut Vec<Issue>,
+) {
+    for (which, edits) in [("request_headers", request), ("response_headers", response)] {
+        let names = edits
+            .set
+            .keys()
+            .map(|n| (format!("{at}.{which}.set"), n))
+            .chain(edits.remove.iter().map(|n| (format!("{at}.{which}.remove"), n)));
+        for (field, name) in names {
+            if !is_token(name) {
+                issues.push(Issue::error(&field, format!("{name:?} is not a valid header name")));
+            } else if NOT_EDITABLE.contains(&name.to_ascii_lowercase().as_str()) {
+                issues.push(Issue::error(
+                    &field,
+                    format!("{name:?} is managed by the gateway (framing, hop-by-hop or forwarding) and cannot be edited"),
+                ));
+            }
+        }
+        for (name, value) in &edits.set {
+            if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                issues.push(Issue::error(
+                    format!("{at}.{which}.set.{name}"),
+                    "header values may not contain control characters (CR, LF, NUL, ...)",
+                ));
+            }
+        }
+    }
+    if let Some(r) = rewrite {
+        if !r.starts_with('/') {
+            issues.push(Issue::error(format!("{at}.rewrite_prefix"), "must start with /"));
+        } else if let Err(e) = check_rewrite_prefix(r) {
+            issues.push(Issue::error(format!("{at}.rewrite_prefix"), e));
+        }
+    }
+}
+
+/// A rewrite prefix is inserted verbatim in front of normalised paths: it must be normal itself.
+fn check_rewrite_prefix(r: &str) -> Result<(), String> {
+    if r.bytes().any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#' || b == b'\\') {
+        return Err("may not contain spaces, control characters, ?, # or \\".into());
+    }
+    if r.split('/').any(|s| s == "." || s == "..") || r.contains("//") {
+        return Err("may not contain . or .. segments or //".into());
+    }
+    Ok(())
+}
+
+/// A network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`; a bare address is a /32 or /128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+/// Why a CIDR text was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    /// Not an IP address.
+    #[error("{0:?} is not an IP address")]
+    Address(String),
+    /// The prefix length is not a number within the address family's bits.
+    #[error("prefix length {0:?} must be 0..=32 for IPv4, 0..=128 for IPv6")]
+    Prefix(String),
+    /// Bits set below the prefix (`10.1.0.0/8`): almost always a typo.
+    #[error("{0} has bits set after the prefix; write the network address")]
+    HostBits(String),
+}
+
+impl TryFrom<String> for Cidr {
+    type Error = CidrError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = CidrError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (a, p) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
+        let addr: IpAddr = a.trim().parse().map_err(|_| CidrError::Address(a.to_string()))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| CidrError::Prefix(p.to_string()))?,
+        };
+        let c = Cidr { addr, prefix };
+        if !c.contains(addr) || c.mask_bits(addr) != bits(addr) {
+            return Err(CidrError::HostBits(s.to_string()));
+        }
+        Ok(c)
+    }
+}
+
+fn bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v) => u128::from(u32::from(v)),
+        IpAddr::V6(v) => u128::from(v),
+    }
+}
+
+impl Cidr {
+    fn mask_bits(&self, ip: IpAddr) -> u128 {
+        let width = if ip.is_ipv4() { 32 } else { 128 };
+        let shift = width - u32::from(self.prefix);
+        if shift >= 128 {
+            0
+        } else {
+            (bits(ip) >> shift) << shift
+        }
+    }
+
+    /// True when `ip` lies in this network (an IPv4-mapped IPv6 address counts as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v) => v.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        ip.is_ipv4() == self.addr.is_ipv4() && self.mask_bits(ip) == bits(self.addr)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parse_and_contains() {
+        let c: Cidr = "10.0.0.0/8".parse().unwrap();
+        assert!(c.contains("10.2.3.4".parse().unwrap()));
+        assert!(c.contains("::ffff:10.2.3.4".parse().unwrap()));
+        assert!(!c.contains("11.0.0.1".parse().unwrap()));
+        assert!(!c.contains("::1".parse().unwrap()));
+        let one: Cidr = "::1".parse().unwrap();
+        assert!(one.contains("::1".parse().unwrap()));
+        assert!(!one.contains("::2".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("203.0.113.9".parse().unwrap()));
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains("2001:db8:1::5".parse().unwrap()));
+        assert!(!v6.contains("2001:db9::5".parse().unwrap()));
+    }
+
+    #[test]
+    fn cidr_refusals() {
+        assert!(matches!("10.1.0.0/8".parse::<Cidr>(), Err(CidrError::HostBits(_))));
+        assert!(matches!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix(_))));
+        assert!(matches!("10.0.0.0/x".parse::<Cidr>(), Err(CidrError::Prefix(_))));
+        assert!(matches!("example.com/8".parse::<Cidr>(), Err(CidrError::Address(_))));
+    }
+
+    #[test]
+    fn header_edits_are_checked() {
+        let mut issues = vec![];
+        let mut req = HeaderEdits::default();
+        req.set.insert("x ok".into(), "1".into());
+        req.set.insert("x-v".into(), "a\r\nb".into());
+        req.remove.push("Transfer-Encoding".into());
+        validate_route_edits("r", &req, &HeaderEdits::default(), Some("/a/../b"), &mut issues);
+        let text: Vec<String> = issues.iter().map(|i| i.to_string()).collect();
+        assert_eq!(issues.len(), 4, "{text:?}");
+        assert!(text.iter().any(|t| t.contains("r.request_headers.set") && t.contains("x ok")));
+        assert!(text.iter().any(|t| t.contains("r.request_headers.set.x-v")));
+        assert!(text.iter().any(|t| t.contains("r.request_headers.remove") && t.contains("managed")));
+        assert!(text.iter().any(|t| t.contains("r.rewrite_prefix")));
+        let mut ok = vec![];
+        validate_route_edits("r", &HeaderEdits::default(), &HeaderEdits::default(), Some("/v2/"), &mut ok);
+        assert!(ok.is_empty());
+    }
+}

@@ -1,0 +1,146 @@
+//! Typed proxy errors: which side a failure came from (the client, the origin, or the gateway
+//! itself), the status the client gets, and whether retrying the request elsewhere is safe.
+//!
+//! A gateway-made error response carries its [`ProxyError`] in the response's extensions, so
+//! the access log and metrics see what happened without parsing text.
+
+use crate::body::{full, Body};
+use http::{header, Response, StatusCode};
+
+/// Which side a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client (downstream): a malformed or abandoned request.
+    Downstream,
+    /// The origin (upstream): unreachable, broken, or too slow.
+    Upstream,
+    /// The gateway itself.
+    Internal,
+}
+
+/// What went wrong with a request the gateway could not complete normally.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    /// The request line or headers are invalid (no Host, a malformed path, conflicting hosts).
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
+    /// The request body was malformed (e.g. an invalid chunk size) while it was being forwarded.
+    #[error("malformed request body")]
+    BadRequestBody,
+    /// A transfer coding other than `chunked` (RFC 9112 §6.1: 501).
+    #[error("unsupported transfer coding")]
+    UnsupportedTransferCoding,
+    /// The Host names a site the connection's certificate does not cover (RFC 9110 §15.5.20).
+    #[error("misdirected request: host belongs to another site")]
+    Misdirected,
+    /// The client stopped sending its request body for longer than the timeout.
+    #[error("client stopped sending the request body")]
+    ClientBodyTimeout,
+    /// The client went away before the response was complete (nginx's 499).
+    #[error("client closed the request")]
+    ClientAbandoned,
+    /// No origin server could be reached.
+    #[error("upstream unreachable")]
+    UpstreamConnect,
+    /// The upstream group has no server to send to.
+    #[error("upstream group has no servers")]
+    NoUpstreamServer,
+    /// The origin broke the exchange (reset, malformed response).
+    #[error("upstream failed")]
+    UpstreamProtocol,
+    /// The origin did not answer within `header_timeout` after the request was sent.
+    #[error("upstream response header timed out")]
+    UpstreamHeaderTimeout,
+    /// The origin stopped reading the request body for longer than `header_timeout`.
+    #[error("upstream stopped reading the request body")]
+    UpstreamSendTimeout,
+}
+
+impl ProxyError {
+    /// Which side is at fault.
+    pub fn side(&self) -> Side {
+        match self {
+            Self::BadRequest(_)
+            | Self::BadRequestBody
+            | Self::UnsupportedTransferCoding
+            | Self::Misdirected
+            | Self::ClientBodyTimeout
+            | Self::ClientAbandoned => Side::Downstream,
+            Self::UpstreamConnect
+            | Self::UpstreamProtocol
+            | Self::UpstreamHeaderTimeout
+            | Self::UpstreamSendTimeout => Side::Upstream,
+            Self::NoUpstreamServer => Side::Internal,
+        }
+    }
+
+    /// True when nothing of the request can have reached an origin, so sending it to another
+    /// server cannot apply it twice.
+    pub fn retry_safe(&self) -> bool {
+        matches!(self, Self::UpstreamConnect)
+    }
+
+    /// The status the client gets (499 is only ever logged: the client is gone).
+    pub fn status(&self) -> StatusCode {
+        let code = match self {
+            Self::BadRequest(_) | Self::BadRequestBody => 400,
+            Self::ClientBodyTimeout => 408,
+            Self::Misdirected => 421,
+            Self::ClientAbandoned => 499,
+            Self::UnsupportedTransferCoding => 501,
+            Self::UpstreamConnect | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
+            Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout => 504,
+        };
+        StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+    }
+
+    /// The plain-text response the client gets; the error rides along in its extensions.
+    pub fn response(self) -> Response<Body> {
+        let status = self.status();
+        let text = format!(
+            "{} {}: {self}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("Client Closed Request")
+        );
+        let mut r = Response::new(full(bytes::Bytes::from(text)));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+        r.extensions_mut().insert(self);
+        r
+    }
+
+    /// A short metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::BadRequestBody => "bad_request_body",
+            Self::UnsupportedTransferCoding => "unsupported_transfer_coding",
+            Self::Misdirected => "misdirected",
+            Self::ClientBodyTimeout => "client_body_timeout",
+            Self::ClientAbandoned => "client_abandoned",
+            Self::UpstreamConnect => "connect",
+            Self::NoUpstreamServer => "no_server",
+            Self::UpstreamProtocol => "protocol",
+            Self::UpstreamHeaderTimeout => "timeout",
+            Self::UpstreamSendTimeout => "send_timeout",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sides_statuses_and_retry() {
+        assert_eq!(ProxyError::BadRequestBody.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(ProxyError::BadRequestBody.side(), Side::Downstream);
+        assert_eq!(ProxyError::UpstreamHeaderTimeout.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(ProxyError::UpstreamHeaderTimeout.side(), Side::Upstream);
+        assert_eq!(ProxyError::Misdirected.status().as_u16(), 421);
+        assert!(ProxyError::UpstreamConnect.retry_safe());
+        assert!(!ProxyError::UpstreamProtocol.retry_safe());
+        assert!(!ProxyError::UpstreamSendTimeout.retry_safe());
+    }
+}

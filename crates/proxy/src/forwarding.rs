@@ -1,0 +1,246 @@
+//! The headers an origin receives: hop-by-hop headers removed, `Cookie` fields joined, the
+//! forwarding headers (`X-Forwarded-For`, `-Proto`, `-Host`, RFC 7239 `Forwarded`) set, and the
+//! route's own edits applied last.
+//!
+//! Client-sent forwarding headers are replaced, never trusted, unless the client's address is in
+//! `[server] trusted_proxies`; then they are kept and this hop is appended. `TE: trailers` is the
+//! one TE value forwarded (the client accepts trailers, and so does the gateway). `Expect` is
+//! dropped: the gateway has already answered `100 Continue` itself when it read the body.
+
+use crate::router::Edits;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use std::net::IpAddr;
+
+/// Headers that describe one hop and are never forwarded (RFC 9110 §7.6.1). `Trailer` is not
+/// one of them: it announces the trailer fields of the message and travels with it.
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Forwarding headers a client could forge.
+const FORWARDING: [&str; 5] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "forwarded",
+    "x-real-ip",
+];
+
+/// Removes the hop-by-hop headers, including those the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+            .collect();
+        for n in named {
+            headers.remove(n);
+        }
+    }
+    for h in &HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.remove("proxy-authenticate");
+    headers.remove("proxy-authorization");
+}
+
+/// True when a `TE` header of the request lists `trailers`.
+fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("trailers"))
+}
+
+/// RFC 9113 §8.2.3: an HTTP/2 client may split `Cookie` into several fields; an HTTP/1.1 origin
+/// must get one, joined with `"; "`.
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (values.next(), values.next()) else {
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for v in headers.get_all(header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, v);
+    }
+}
+
+/// What the gateway knows about this hop.
+#[derive(Debug, Clone, Copy)]
+pub struct Hop<'a> {
+    /// The client's address.
+    pub client_ip: IpAddr,
+    /// The client is a configured trusted proxy.
+    pub trusted: bool,
+    /// The authority the client asked for (host and port as sent), if any.
+    pub authority: Option<&'a HeaderValue>,
+}
+
+fn append(headers: &mut HeaderMap, name: &'static str, keep: bool, value: &str) {
+    let joined = match headers.get(name).and_then(|v| v.to_str().ok()) {
+        Some(prev) if keep && !prev.trim().is_empty() => format!("{prev}, {value}"),
+        _ => value.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&joined) {
+        headers.insert(name, v);
+    }
+}
+
+/// Rewrites a request's headers for the origin; `edits` are the route's.
+pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
+    let trailers = accepts_trailers(headers);
+    strip_hop_by_hop(headers);
+    headers.remove(header::EXPECT);
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    join_cookies(headers);
+    if !hop.trusted {
+        // A value split over several fields would survive a plain `insert` otherwise.
+        for h in FORWARDING {
+            headers.remove(h);
+        }
+    }
+    let ip = hop.client_ip.to_canonical();
+    append(headers, "x-forwarded-for", hop.trusted, &ip.to_string());
+    if !(hop.trusted && headers.contains_key("x-forwarded-proto")) {
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+    }
+    if let Some(auth) = hop.authority {
+        if !(hop.trusted && headers.contains_key("x-forwarded-host")) {
+            headers.insert("x-forwarded-host", auth.clone());
+        }
+        headers.insert(header::HOST, auth.clone());
+    }
+    // RFC 7239 §4: IPv6 nodes are quoted and bracketed; host is always quoted (it may hold ':').
+    let node = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let mut element = format!("for={node};proto=https");
+    if let Some(host) = hop.authority.and_then(|a| a.to_str().ok()) {
+        if host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\') {
+            element.push_str(";host=\"");
+            element.push_str(host);
+            element.push('"');
+        }
+    }
+    append(headers, "forwarded", hop.trusted, &element);
+    edits.apply(headers);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(*k, HeaderValue::from_static(v));
+        }
+        m
+    }
+
+    fn hop(trusted: bool, auth: &HeaderValue) -> Hop<'_> {
+        Hop {
+            client_ip: "192.0.2.7".parse().unwrap(),
+            trusted,
+            authority: Some(auth),
+        }
+    }
+
+    #[test]
+    fn untrusted_forwarding_headers_are_replaced() {
+        let auth = HeaderValue::from_static("example.com:8443");
+        let mut m = h(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "7.7.7.7"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-host", "evil.test"),
+            ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("host", "other"),
+        ]);
+        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        assert_eq!(m.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(m["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(m["x-forwarded-proto"], "https");
+        assert_eq!(m["x-forwarded-host"], "example.com:8443");
+        assert_eq!(m["host"], "example.com:8443");
+        assert_eq!(m["forwarded"], "for=192.0.2.7;proto=https;host=\"example.com:8443\"");
+        assert!(!m.contains_key("x-real-ip"));
+    }
+
+    #[test]
+    fn trusted_proxies_are_extended() {
+        let auth = HeaderValue::from_static("example.com");
+        let mut m = h(&[
+            ("x-forwarded-for", "203.0.113.1"),
+            ("x-forwarded-proto", "http"),
+            ("forwarded", "for=203.0.113.1"),
+        ]);
+        prepare_request(&mut m, &hop(true, &auth), &Edits::default());
+        assert_eq!(m["x-forwarded-for"], "203.0.113.1, 192.0.2.7");
+        assert_eq!(m["x-forwarded-proto"], "http");
+        assert_eq!(
+            m["forwarded"],
+            "for=203.0.113.1, for=192.0.2.7;proto=https;host=\"example.com\""
+        );
+    }
+
+    #[test]
+    fn ipv6_clients_are_quoted_and_mapped_v4_is_plain() {
+        let auth = HeaderValue::from_static("h");
+        let mut m = HeaderMap::new();
+        let mut hp = hop(false, &auth);
+        hp.client_ip = "2001:db8::1".parse().unwrap();
+        prepare_request(&mut m, &hp, &Edits::default());
+        assert_eq!(m["forwarded"], "for=\"[2001:db8::1]\";proto=https;host=\"h\"");
+        hp.client_ip = "::ffff:192.0.2.9".parse().unwrap();
+        prepare_request(&mut m, &hp, &Edits::default());
+        assert_eq!(m["x-forwarded-for"], "192.0.2.9");
+    }
+
+    #[test]
+    fn hop_by_hop_te_cookies_and_expect() {
+        let auth = HeaderValue::from_static("h");
+        let mut m = h(&[
+            ("connection", "close, x-private"),
+            ("x-private", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "gzip, trailers"),
+            ("trailer", "grpc-status"),
+            ("expect", "100-continue"),
+            ("upgrade", "websocket"),
+            ("cookie", "a=1"),
+            ("cookie", "b=2"),
+            ("x-kept", "1"),
+        ]);
+        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        for gone in ["connection", "x-private", "keep-alive", "expect", "upgrade"] {
+            assert!(!m.contains_key(gone), "{gone}");
+        }
+        assert_eq!(m["te"], "trailers");
+        assert_eq!(m["trailer"], "grpc-status");
+        assert_eq!(m.get_all("cookie").iter().count(), 1);
+        assert_eq!(m["cookie"], "a=1; b=2");
+        assert_eq!(m["x-kept"], "1");
+        let mut m = h(&[("te", "gzip")]);
+        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        assert!(!m.contains_key("te"));
+    }
+}

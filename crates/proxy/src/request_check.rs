@@ -1,0 +1,186 @@
+//! The front door of every request, before routing: which authority it is for, whether its
+//! framing is one the gateway can forward faithfully, and its path in normal form.
+//!
+//! - The authority comes from the request target when it has one (absolute-form in HTTP/1.1,
+//!   `:authority` in HTTP/2), else from `Host` (RFC 9112 §3.2.2: a Host header next to an
+//!   absolute-form target is ignored). HTTP/1.1 without any is refused, as are several `Host`
+//!   fields, an authority with user info, and an HTTP/2 `host` that differs from `:authority`
+//!   (RFC 9113 §8.3.1).
+//! - A `Transfer-Encoding` with any coding besides `chunked` (e.g. `gzip, chunked`) gets 501:
+//!   forwarding it as plain chunked would hand the origin a body it reads differently. (hyper's
+//!   HTTP/1.1 parser reads a request with both `Transfer-Encoding` and `Content-Length` as
+//!   chunked, drops the length and closes the connection after it, RFC 9112 §6.3; the check
+//!   below refuses the pair should it ever arrive here, e.g. from another front end.)
+//! - The path is normalised (tlsgate-wire's `path`): routing and forwarding both use the normal
+//!   form, so `/%61dmin`, `/x/../admin` and `//admin` all are `/admin` to the router and the
+//!   origin alike.
+
+use crate::error::ProxyError;
+use http::header::{self, HeaderValue};
+use http::{Request, Version};
+use std::borrow::Cow;
+use tlsgate_wire::path::normalize;
+
+/// What routing and forwarding use from the request line and `Host`.
+#[derive(Debug)]
+pub struct Target<'r> {
+    /// The authority as the client sent it (host and optional port), for `Host` upstream.
+    pub authority: Option<HeaderValue>,
+    /// Its host, lower-case, without port or brackets, for routing.
+    pub host: Option<String>,
+    /// The normalised path.
+    pub path: Cow<'r, str>,
+    /// The query, without `?`.
+    pub query: Option<&'r str>,
+}
+
+/// The host part of an authority, lower-case, without port and IPv6 brackets.
+fn host_of(authority: &str) -> String {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(h, _)| h)
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn valid_authority(v: &HeaderValue) -> Result<&str, ProxyError> {
+    let text = v.to_str().map_err(|_| ProxyError::BadRequest("Host is not ASCII"))?;
+    let parsed: http::uri::Authority = text
+        .parse()
+        .map_err(|_| ProxyError::BadRequest("malformed Host"))?;
+    if text.contains('@') || parsed.host().is_empty() {
+        return Err(ProxyError::BadRequest("malformed Host"));
+    }
+    Ok(text)
+}
+
+/// Checks a request and returns its target, or the error to answer with.
+pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
+    let h2 = req.version() == Version::HTTP_2;
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host_header = hosts.next();
+    if hosts.next().is_some() {
+        return Err(ProxyError::BadRequest("several Host header fields"));
+    }
+    let from_uri = req
+        .uri()
+        .authority()
+        .map(|a| HeaderValue::from_str(a.as_str()).map_err(|_| ProxyError::BadRequest("malformed authority")))
+        .transpose()?;
+    let authority = match (from_uri, host_header) {
+        (Some(uri), Some(host)) if h2 => {
+            let (a, b) = (valid_authority(&uri)?, valid_authority(host)?);
+            if !a.eq_ignore_ascii_case(b) {
+                return Err(ProxyError::BadRequest("host differs from :authority"));
+            }
+            Some(uri)
+        }
+        (Some(uri), _) => Some(uri),
+        (None, Some(host)) => Some(host.clone()),
+        (None, None) if req.version() == Version::HTTP_11 || h2 => {
+            return Err(ProxyError::BadRequest("no Host header"));
+        }
+        (None, None) => None,
+    };
+    let host = match &authority {
+        Some(a) => Some(host_of(valid_authority(a)?)),
+        None => None,
+    };
+    if req.headers().contains_key(header::TRANSFER_ENCODING) && req.headers().contains_key(header::CONTENT_LENGTH) {
+        // RFC 9112 §6.3: the classic smuggling shape; refusing is the safe reading.
+        return Err(ProxyError::BadRequest("both Content-Length and Transfer-Encoding"));
+    }
+    for te in req.headers().get_all(header::TRANSFER_ENCODING) {
+        let text = te.to_str().map_err(|_| ProxyError::UnsupportedTransferCoding)?;
+        if text.split(',').any(|c| !c.trim().eq_ignore_ascii_case("chunked")) {
+            return Err(ProxyError::UnsupportedTransferCoding);
+        }
+    }
+    let path = normalize(req.uri().path()).map_err(|_| ProxyError::BadRequest("malformed path"))?;
+    Ok(Target {
+        authority,
+        host,
+        path,
+        query: req.uri().query(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(version: Version, uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().version(version).uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    fn err(r: &Request<()>) -> ProxyError {
+        inspect(r).unwrap_err()
+    }
+
+    #[test]
+    fn authority_sources() {
+        let r = req(Version::HTTP_11, "/a", &[("host", "Example.COM:8443")]);
+        let t = inspect(&r).unwrap();
+        assert_eq!(t.authority.unwrap(), "Example.COM:8443");
+        assert_eq!(t.host.as_deref(), Some("example.com"));
+        // Absolute-form: the URI wins over Host.
+        let r = req(Version::HTTP_11, "https://a.test/x", &[("host", "b.test")]);
+        assert_eq!(inspect(&r).unwrap().host.as_deref(), Some("a.test"));
+        let r = req(Version::HTTP_11, "/x", &[("host", "[::1]:8443")]);
+        assert_eq!(inspect(&r).unwrap().host.as_deref(), Some("::1"));
+        // HTTP/1.0 may omit Host.
+        let r = req(Version::HTTP_10, "/x", &[]);
+        assert!(inspect(&r).unwrap().host.is_none());
+    }
+
+    #[test]
+    fn bad_authorities() {
+        assert_eq!(err(&req(Version::HTTP_11, "/", &[])), ProxyError::BadRequest("no Host header"));
+        assert_eq!(
+            err(&req(Version::HTTP_11, "/", &[("host", "a"), ("host", "b")])),
+            ProxyError::BadRequest("several Host header fields")
+        );
+        assert_eq!(
+            err(&req(Version::HTTP_2, "https://a.test/", &[("host", "b.test")])),
+            ProxyError::BadRequest("host differs from :authority")
+        );
+        assert!(inspect(&req(Version::HTTP_2, "https://a.test/", &[("host", "A.test")])).is_ok());
+        assert_eq!(
+            err(&req(Version::HTTP_11, "/", &[("host", "u@h")])),
+            ProxyError::BadRequest("malformed Host")
+        );
+        assert_eq!(
+            err(&req(Version::HTTP_11, "/", &[("host", "a b")])),
+            ProxyError::BadRequest("malformed Host")
+        );
+    }
+
+    #[test]
+    fn transfer_codings_other_than_chunked_are_refused() {
+        let r = req(Version::HTTP_11, "/", &[("host", "h"), ("transfer-encoding", "gzip, chunked")]);
+        assert_eq!(err(&r), ProxyError::UnsupportedTransferCoding);
+        let r = req(Version::HTTP_11, "/", &[("host", "h"), ("transfer-encoding", "chunked")]);
+        assert!(inspect(&r).is_ok());
+        let r = req(
+            Version::HTTP_11,
+            "/",
+            &[("host", "h"), ("transfer-encoding", "chunked"), ("content-length", "3")],
+        );
+        assert_eq!(err(&r), ProxyError::BadRequest("both Content-Length and Transfer-Encoding"));
+    }
+
+    #[test]
+    fn paths_are_normalised() {
+        let r = req(Version::HTTP_11, "/x/../%61dmin//s?q=1", &[("host", "h")]);
+        let t = inspect(&r).unwrap();
+        assert_eq!(t.path, "/admin/s");
+        assert_eq!(t.query, Some("q=1"));
+        let r = req(Version::HTTP_11, "/../etc", &[("host", "h")]);
+        assert_eq!(err(&r), ProxyError::BadRequest("malformed path"));
+    }
+}
