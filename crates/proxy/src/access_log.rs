@@ -218,7 +218,7 @@ impl RequestLog {
 impl Drop for RequestLog {
     /// Never handed a response, or its body dropped before the end: the client went away.
     fn drop(&mut self) {
-        if self.status.is_some() { self.finish(Outcome::ClientAbandoned); }
+        self.finish(Outcome::ClientAbandoned);
     }
 }
 

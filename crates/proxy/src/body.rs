@@ -30,7 +30,7 @@ impl<B, G> Guarded<B, G> {
     pub fn new(inner: B, guard: G) -> Self {
         Self {
             inner,
-            guard: { drop(guard); None },
+            guard: Some(guard),
         }
     }
 }

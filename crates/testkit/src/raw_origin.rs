@@ -1,6 +1,7 @@
 //! An origin that records the exact bytes it receives, for request-smuggling and header tests:
 //! it reads one request per connection (header block, then a `Content-Length` body or a chunked
-//! body up to its last chunk and trailers), answers `200 ok` with `Connection: close`, and keeps
+//! body up to its last chunk and trailers), answers `200 ok` (or a given body) with
+//! `Connection: close`, and keeps
 //! every connection's bytes. A connection that ends before a complete request is recorded too.
 
 use std::io::{Read, Write};
@@ -19,8 +20,16 @@ pub struct RawOrigin {
 }
 
 impl RawOrigin {
-    /// Starts one on a free port.
+    /// Starts one on a free port, answering `ok`.
     pub fn start() -> Self {
+        Self::answering(b"ok".to_vec())
+    }
+
+    /// Starts one on a free port, answering `body`.
+    pub fn answering(body: Vec<u8>) -> Self {
+        let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+        response.extend_from_slice(&body);
+        let response: Arc<[u8]> = response.into();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind raw origin");
         listener.set_nonblocking(true).expect("nonblocking");
         let port = listener.local_addr().expect("addr").port();
@@ -31,8 +40,8 @@ impl RawOrigin {
             while !st.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((tcp, _)) => {
-                        let s = s.clone();
-                        std::thread::spawn(move || serve(tcp, &s));
+                        let (s, r) = (s.clone(), response.clone());
+                        std::thread::spawn(move || serve(tcp, &s, &r));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
@@ -87,7 +96,12 @@ fn complete(buf: &[u8]) -> bool {
     let body = &buf[end + 4..];
     if head.lines().any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked")) {
         // The last chunk, then trailers (possibly none), then an empty line.
-        return find(body, b"0\r\n").is_some_and(|i| (i == 0 || body[i - 1] == b'\n') && find(&body[i..], b"\r\n\r\n").is_some());
+        let last = if body.starts_with(b"0\r\n") {
+            Some(0)
+        } else {
+            find(body, b"\r\n0\r\n").map(|i| i + 2)
+        };
+        return last.is_some_and(|i| body[i..].starts_with(b"0\r\n\r\n") || find(&body[i..], b"\r\n\r\n").is_some());
     }
     let len = head
         .lines()
@@ -97,7 +111,7 @@ fn complete(buf: &[u8]) -> bool {
     body.len() >= len
 }
 
-fn serve(mut tcp: TcpStream, seen: &Mutex<Vec<Vec<u8>>>) {
+fn serve(mut tcp: TcpStream, seen: &Mutex<Vec<Vec<u8>>>, response: &[u8]) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
@@ -107,7 +121,7 @@ fn serve(mut tcp: TcpStream, seen: &Mutex<Vec<Vec<u8>>>) {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
         if complete(&buf) {
-            let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            let _ = tcp.write_all(response);
             break;
         }
     }
