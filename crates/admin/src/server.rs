@@ -9,10 +9,17 @@
 //!   the `tlsgate-not-applied` header (absent when everything applied).
 //! - Anything else goes to [`AdminHooks::api`] (JSON APIs such as `/keyless/pools`), with the
 //!   request body (at most 1 MiB).
+//!
+//! Every request first passes the [`Guard`] (crate::guard): `Host` must name this listener
+//! (else 421), a foreign `Origin` or a cross-site `Sec-Fetch-Site` is 403, and a change
+//! (`POST /reload`, `PUT /keyless/pools/NAME`, ...) needs `Content-Type: application/json` or
+//! `X-Tlsgate-Request: 1` (else 403). Connections are capped and must send their request head
+//! in time (crate::guard::serve_http1).
 
+use crate::guard::{self, Guard};
 use crate::metrics::Metrics;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -52,36 +59,27 @@ pub type ApiFuture = Pin<Box<dyn Future<Output = (StatusCode, String)> + Send>>;
 /// Largest request body the admin listener reads.
 const MAX_BODY: usize = 1024 * 1024;
 
-/// Serves the admin endpoints on `listener` until the task is dropped.
-pub async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, hooks: Arc<dyn AdminHooks>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "admin accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let metrics = metrics.clone();
-        let hooks = hooks.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(req, metrics.clone(), hooks.clone(), peer));
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await
-            {
-                tracing::debug!(error = %e, "admin connection error");
-            }
-        });
-    }
+/// Serves the admin endpoints on `listener` until the task is dropped; requests are checked by
+/// `guard` (built for the listener's address and `[admin] allowed_hosts`).
+pub async fn serve_admin(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    hooks: Arc<dyn AdminHooks>,
+    guard: Guard,
+) {
+    let guard = Arc::new(guard);
+    guard::serve_http1(listener, guard::Limits::default(), "admin", move |peer| {
+        let (metrics, hooks, guard) = (metrics.clone(), hooks.clone(), guard.clone());
+        hyper::service::service_fn(move |req| handle(req, metrics.clone(), hooks.clone(), guard.clone(), peer))
+    })
+    .await;
 }
 
 async fn handle(
     req: Request<hyper::body::Incoming>,
     metrics: Arc<Metrics>,
     hooks: Arc<dyn AdminHooks>,
+    guard: Arc<Guard>,
     peer: SocketAddr,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let text = |status: StatusCode, body: String| {
@@ -91,6 +89,10 @@ async fn handle(
             .body(Full::new(Bytes::from(body)))
             .expect("static response parts are valid")
     };
+    if let Err(refusal) = guard.check(req.method(), req.uri(), req.headers()) {
+        tracing::warn!(%peer, method = %req.method(), path = %req.uri().path(), %refusal, "admin request refused");
+        return Ok(text(refusal.status(), format!("{refusal}\n")));
+    }
     Ok(match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => {
             hooks.before_scrape();
@@ -125,9 +127,9 @@ async fn handle(
         }
         _ => {
             let (method, path) = (req.method().clone(), req.uri().path().to_string());
-            let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => return Ok(text(StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}\n"))),
+            let body = match guard::read_body(req.into_body(), MAX_BODY).await {
+                Ok(b) => b,
+                Err(e) => return Ok(text(e.status(), format!("{e}\n"))),
             };
             match hooks.api(&method, &path, &body) {
                 Some(answer) => {

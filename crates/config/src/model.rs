@@ -164,6 +164,9 @@ pub struct AdminConfig {
     pub listen: Option<SocketAddr>,
     /// Allow binding the admin listener on a non-loopback address (it has no authentication yet).
     pub allow_non_loopback: bool,
+    /// More names (`host` or `host:port`; without a port any port) that requests may carry in
+    /// `Host`/`Origin`, besides the listen address, `localhost` and loopback IPs (else 421).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AdminConfig {
@@ -171,6 +174,7 @@ impl Default for AdminConfig {
         Self {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
             allow_non_loopback: false,
+            allowed_hosts: Vec::new(),
         }
     }
 }

@@ -8,6 +8,8 @@ const state = { overview: null, keyservers: null, history: null, selected: new S
 
 async function api(method, path, body) {
   const init = { method, credentials: "same-origin", headers: {} };
+  // Changes are refused unless JSON or marked with this header (docs/SECURITY.md).
+  if (method !== "GET") init.headers["x-tlsgate-request"] = "1";
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);

@@ -1,7 +1,9 @@
 //! tlsgate's web console (issue #8): a JSON API and an embedded UI over the cluster's control
 //! document (Redis, `tlsgate-control`) and the live nodes' metrics. See docs/CONSOLE.md.
 //!
-//! - [`server`]: HTTP, authentication, the login form and the embedded assets.
+//! - [`server`]: HTTP, the request guard (tlsgate-admin's `guard`: Host/Origin checks, writes
+//!   only as JSON or with `X-Tlsgate-Request`, header timeout, connection cap), authentication,
+//!   the login form and the embedded assets.
 //! - [`api`]: the JSON API handlers.
 //! - [`auth`]: token / session-cookie authentication; open on loopback only.
 //! - [`collector`]: scrapes every node's `/metrics` every interval into a [`collector::Snapshot`].
@@ -21,6 +23,7 @@ use collector::{Shared, Snapshot};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tlsgate_admin::guard::{self, Guard};
 use tlsgate_control::{ControlStore, StoreConfig};
 
 /// How the console runs.
@@ -30,6 +33,9 @@ pub struct ConsoleConfig {
     pub listen: SocketAddr,
     /// The token (from `--token-file`); required unless `listen` is loopback.
     pub token: Option<String>,
+    /// More names the console answers to in `Host`/`Origin` (`--allowed-host`), besides its
+    /// listen address, `localhost` and loopback IPs.
+    pub allowed_hosts: Vec<String>,
     /// The control store.
     pub store: StoreConfig,
     /// How often nodes are scraped.
@@ -43,6 +49,8 @@ pub struct State {
     pub store: ControlStore,
     /// Authentication.
     pub auth: Auth,
+    /// The Host/Origin/CSRF checks every request passes first.
+    pub guard: Guard,
     /// The collector's latest snapshot.
     pub snapshot: Shared,
 }
@@ -63,18 +71,26 @@ pub struct Console {
 }
 
 impl Console {
-    /// Checks the configuration (a non-loopback bind needs a token) and binds.
+    /// Checks the configuration (a non-loopback bind needs a token, allowed hosts must be host
+    /// names or addresses) and binds.
     pub async fn bind(config: ConsoleConfig) -> Result<Self, String> {
         let auth = Auth::new(config.listen, config.token)?;
+        // Checked before binding with the configured address; rebuilt below with the bound port.
+        Guard::new(config.listen, &config.allowed_hosts).map_err(|e| format!("--allowed-host: {e}"))?;
         let store = ControlStore::new(config.store).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let guard = Guard::new(bound, &config.allowed_hosts).map_err(|e| format!("--allowed-host: {e}"))?;
         Ok(Self {
             listener,
             state: Arc::new(State {
                 store,
                 auth,
+                guard,
                 snapshot: Shared::default(),
             }),
             interval: config.scrape_interval,
@@ -94,27 +110,12 @@ impl Console {
             self.interval,
         ));
         let _stop = AbortOnDrop(collector);
-        loop {
-            let (stream, _peer) = match self.listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "console accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let state = self.state.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| server::handle(req, state.clone()));
-                let io = hyper_util::rt::TokioIo::new(stream);
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await
-                {
-                    tracing::debug!(error = %e, "console connection error");
-                }
-            });
-        }
+        let state = self.state;
+        guard::serve_http1(self.listener, guard::Limits::default(), "console", move |_peer| {
+            let state = state.clone();
+            hyper::service::service_fn(move |req| server::handle(req, state.clone()))
+        })
+        .await;
     }
 }
 

@@ -1,16 +1,23 @@
 //! The HTTP/1.1 server (hyper): authentication, the login form, the embedded UI assets and the
 //! routing of `/api/*` to [`crate::api`].
 //!
-//! Unauthenticated requests get 401: JSON for `/api/*`, the login page otherwise. `/healthz`,
-//! `/login`, `/logout` and `/style.css` need no credentials. A request authenticated by the session cookie that
-//! changes something must be JSON (`content-type: application/json`), which a cross-site form
-//! cannot send; the cookie is also `SameSite=Strict` and `HttpOnly`.
+//! Every request first passes the request guard shared with the admin listener
+//! (`tlsgate_admin::guard`), whatever the identity (token, cookie or none on loopback): `Host`
+//! must name the console (its listen address, `localhost`, a loopback IP or an `--allowed-host`;
+//! else 421), a foreign `Origin` or a cross-site `Sec-Fetch-Site` is 403, and a change must be
+//! JSON (`content-type: application/json`) or carry `X-Tlsgate-Request: 1` (else 403), which a
+//! cross-site form cannot send. The login form (`POST /login`) is the one change that may be
+//! form-encoded; it is still refused cross-origin.
+//!
+//! Then unauthenticated requests get 401: JSON for `/api/*`, the login page otherwise.
+//! `/healthz`, `/login`, `/logout` and `/style.css` need no credentials. The session cookie is
+//! also `SameSite=Strict` and `HttpOnly`.
 
 use crate::api;
 use crate::auth::{Identity, COOKIE_NAME, SESSION_TTL};
 use crate::State;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION, SET_COOKIE};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
@@ -65,13 +72,27 @@ fn login_page(status: StatusCode, message: &str) -> Resp {
 
 /// Serves one connection's requests.
 pub async fn handle(req: Request<hyper::body::Incoming>, state: Arc<State>) -> Result<Resp, std::convert::Infallible> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let headers = req.headers().clone();
-    let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(json(api::bad_request(format!("request body: {e}")))),
+    let (parts, body) = req.into_parts();
+    let (method, headers) = (parts.method, parts.headers);
+    let path = parts.uri.path().to_string();
+    let query = parts.uri.query().unwrap_or("").to_string();
+    let checked = if method == Method::POST && path == "/login" {
+        state.guard.check_form_post(&parts.uri, &headers)
+    } else {
+        state.guard.check(&method, &parts.uri, &headers)
+    };
+    if let Err(refusal) = checked {
+        tracing::warn!(%method, %path, %refusal, "console: request refused");
+        let error = (refusal.status(), serde_json::json!({"error": refusal.to_string()}));
+        return Ok(if path.starts_with("/api/") {
+            json(error)
+        } else {
+            respond(refusal.status(), "text/plain; charset=utf-8", format!("{refusal}\n"))
+        });
+    }
+    let body = match tlsgate_admin::guard::read_body(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => return Ok(json((e.status(), serde_json::json!({"error": e.to_string()})))),
     };
     // Unauthenticated routes.
     match (&method, path.as_str()) {
@@ -96,15 +117,6 @@ pub async fn handle(req: Request<hyper::body::Incoming>, state: Arc<State>) -> R
             login_page(StatusCode::UNAUTHORIZED, "")
         });
     };
-    if method == Method::POST && state.auth.uses_cookie(&headers) && who == Identity::Token {
-        let is_json = headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        if !is_json {
-            return Ok(json(api::bad_request("changes must be sent as application/json")));
-        }
-    }
     Ok(route(&state, &who, &method, &path, &query, &body).await)
 }
 

@@ -81,8 +81,20 @@ fn main() {
         .build()
         .expect("runtime");
     let client = Client::start(&config, "load", std::slice::from_ref(&a.server)).expect("client");
-    // A digest-sized payload, as a TLS 1.3 CertificateVerify input would be hashed to.
-    let payload = vec![0x5a_u8; 130];
+    // What a gateway sends (key servers sign nothing else): a TLS 1.3 CertificateVerify input
+    // (64 spaces, the server context string, a SHA-256 transcript hash), or for PKCS#1 (TLS 1.2
+    // only) a ServerKeyExchange input (two randoms, x25519 ServerECDHParams).
+    let payload = if code == 0x0401 {
+        let mut p = vec![0x5a_u8; 64];
+        p.extend_from_slice(&[3, 0, 29, 32]);
+        p.extend_from_slice(&[0x5a; 32]);
+        p
+    } else {
+        let mut p = vec![0x20_u8; 64];
+        p.extend_from_slice(b"TLS 1.3, server CertificateVerify\0");
+        p.extend_from_slice(&[0x5a; 32]);
+        p
+    };
     rt.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(10);
         while client.members().first().is_none_or(|m| m.connections == 0) {

@@ -334,7 +334,9 @@ impl Client {
                     m.sign_duration.observe(started.elapsed().as_secs_f64());
                     return Ok(sig);
                 }
-                Ok(Ok(Response::Error(code @ (ErrorCode::UnknownKey | ErrorCode::UnsupportedAlgorithm)))) => {
+                Ok(Ok(Response::Error(
+                    code @ (ErrorCode::UnknownKey | ErrorCode::UnsupportedAlgorithm | ErrorCode::Refused),
+                ))) => {
                     server.success();
                     count(&server, error_label(code));
                     m.failures.inc();
@@ -433,6 +435,7 @@ fn error_label(code: ErrorCode) -> &'static str {
         ErrorCode::Overloaded => "overloaded",
         ErrorCode::Internal => "internal",
         ErrorCode::Malformed => "malformed",
+        ErrorCode::Refused => "refused",
         _ => "other",
     }
 }

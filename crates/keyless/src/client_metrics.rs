@@ -29,8 +29,8 @@ pub struct AttemptLabels {
     pub pool: String,
     /// `host:port`.
     pub server: String,
-    /// `ok`, `unknown_key`, `unsupported_algorithm`, `overloaded`, `internal`, `malformed`,
-    /// `timeout`, `connection_lost`, `other`.
+    /// `ok`, `unknown_key`, `unsupported_algorithm`, `refused`, `overloaded`, `internal`,
+    /// `malformed`, `timeout`, `connection_lost`, `other`.
     pub result: &'static str,
 }
 
@@ -127,10 +127,11 @@ impl ClientMetrics {
     }
 }
 
-const RESULTS: [&str; 9] = [
+const RESULTS: [&str; 10] = [
     "ok",
     "unknown_key",
     "unsupported_algorithm",
+    "refused",
     "overloaded",
     "internal",
     "malformed",

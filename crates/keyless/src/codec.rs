@@ -79,6 +79,9 @@ pub enum ErrorCode {
     Overloaded,
     /// The signer failed.
     Internal,
+    /// Refused by policy: the input is not a TLS signing input, or this client may not use the
+    /// key. Every key server of a pool would refuse it too: not retried.
+    Refused,
     /// A code this implementation does not know (a newer peer).
     Other(u8),
 }
@@ -92,6 +95,7 @@ impl ErrorCode {
             ErrorCode::Malformed => 3,
             ErrorCode::Overloaded => 4,
             ErrorCode::Internal => 5,
+            ErrorCode::Refused => 6,
             ErrorCode::Other(v) => v,
         }
     }
@@ -104,6 +108,7 @@ impl ErrorCode {
             3 => ErrorCode::Malformed,
             4 => ErrorCode::Overloaded,
             5 => ErrorCode::Internal,
+            6 => ErrorCode::Refused,
             v => ErrorCode::Other(v),
         }
     }
@@ -116,6 +121,7 @@ impl ErrorCode {
             ErrorCode::Malformed => "malformed",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Internal => "internal",
+            ErrorCode::Refused => "refused",
             ErrorCode::Other(_) => "other",
         }
     }

@@ -30,6 +30,9 @@ pub struct Key {
     pub id: KeyId,
     /// Short label for metrics and logs: the first 16 hex digits of the id.
     pub label: String,
+    /// The key's name in `[[client]]` permissions: its file name without the extension
+    /// (`example-com-ecdsa` for `example-com-ecdsa.key`).
+    pub name: String,
     /// Key type (decides which signature schemes it serves).
     pub kind: KeyType,
     /// The signer.
@@ -97,6 +100,10 @@ impl KeyStore {
         let key = Key {
             id,
             label: hex(&id[..8]),
+            name: path
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             kind,
             signer: Box::new(LocalKey::new(pkey)),
             path: path.to_path_buf(),

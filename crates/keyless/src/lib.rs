@@ -1,9 +1,10 @@
 //! Keyless TLS: private keys live on key servers; gateways send them what to sign.
 //!
-//! - [`codec`]: the wire format (docs/KEYLESS-PROTOCOL.md), no I/O, fuzzed. Always built; the
-//!   rest needs the `net` feature (default), which brings tokio and BoringSSL.
-//! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`signer_pool`],
-//!   [`server`], [`server_metrics`].
+//! - [`codec`]: the wire format (docs/KEYLESS-PROTOCOL.md), and [`signing_input`]: the only
+//!   messages a key server signs; no I/O, fuzzed. Always built; the rest needs the `net` feature
+//!   (default), which brings tokio and BoringSSL.
+//! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`permissions`],
+//!   [`signer_pool`], [`server`], [`server_metrics`].
 //! - Gateway side: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`), [`client`] (key-server
 //!   pool: weighted choice, drain, retry, circuit breaking), [`client_conn`] (one pipelined
 //!   connection), [`pools`] (runtime membership and its admin API), [`client_metrics`].
@@ -12,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod signing_input;
 
 #[cfg(feature = "net")]
 pub mod algorithms;
@@ -25,6 +27,8 @@ pub mod client_metrics;
 pub mod frame_writer;
 #[cfg(feature = "net")]
 pub mod keystore;
+#[cfg(feature = "net")]
+pub mod permissions;
 #[cfg(feature = "net")]
 pub mod pools;
 #[cfg(feature = "net")]

@@ -6,27 +6,43 @@
 //! body is answered `malformed` and the connection goes on; a frame with a bad header (version,
 //! oversized length) is answered `malformed` and the connection is closed. Other connections
 //! never notice.
+//!
+//! A sign request is answered `refused` (and counted in `refused_total{reason}`) when the
+//! client's identity may not use the key (`[[client]]` permissions) or when its payload is not a
+//! TLS server signing input ([`crate::signing_input`]): the key server is not a general signing
+//! oracle. A connection whose answers are not being read is not read either once more than
+//! [`BACKLOG_LIMIT`] bytes of them wait, and is closed when nothing can be written to it for
+//! `frame_timeout`: one client cannot make the key server buffer without bound.
 
 use crate::codec::{decode_request, encode_response, ErrorCode, FrameErrorKind, Request, Response};
+use crate::frame_writer::{CountedSender, Drain};
 use crate::keystore::{hex, KeyStore};
+use crate::permissions::{Access, Permissions};
 use crate::server_config::KeyServerConfig;
 use crate::server_metrics::{serve_admin, ServerMetrics};
 use crate::signer_pool::{Job, SignerPool};
-use crate::{algorithms, tls_setup};
+use crate::{algorithms, signing_input, tls_setup};
 use boring::ssl::SslAcceptor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// Longest time a gateway may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Unsent answers (bytes) beyond which a connection's requests are no longer read.
+pub const BACKLOG_LIMIT: usize = 256 * 1024;
+/// Reading resumes once the unsent answers are down to this.
+const BACKLOG_RESUME: usize = 64 * 1024;
+/// Refused requests logged as warnings per connection (the rest at debug level).
+const REFUSALS_LOGGED: u32 = 3;
 
 struct Shared {
     keys: KeyStore,
     acceptor: SslAcceptor,
     allowed: Vec<String>,
+    permissions: Permissions,
     pool: SignerPool,
     metrics: Arc<ServerMetrics>,
     frame_timeout: Duration,
@@ -39,7 +55,13 @@ pub fn run(config: KeyServerConfig) -> Result<(), String> {
         return Err("keys: no private key found".into());
     }
     for k in keys.iter() {
-        tracing::info!(key_id = %hex(&k.id), kind = k.kind.as_str(), path = %k.path.display(), "key loaded");
+        tracing::info!(key_id = %hex(&k.id), name = %k.name, kind = k.kind.as_str(), path = %k.path.display(), "key loaded");
+    }
+    let permissions = Permissions::build(&config.clients, &keys).map_err(|e| e.to_string())?;
+    if !permissions.is_configured() {
+        tracing::warn!(
+            "no [[client]] permissions configured: every gateway let in may sign with every key (docs/KEYLESS.md)"
+        );
     }
     let acceptor = tls_setup::acceptor(&config.certificate, &config.key, &config.client_ca)?;
     let metrics = Arc::new(ServerMetrics::new());
@@ -52,6 +74,7 @@ pub fn run(config: KeyServerConfig) -> Result<(), String> {
         keys,
         acceptor,
         allowed: config.allowed_clients.clone(),
+        permissions,
         pool,
         metrics: metrics.clone(),
         frame_timeout: config.frame_timeout.get(),
@@ -108,31 +131,36 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
             return;
         }
     };
-    if !s.allowed.is_empty() {
-        let ids = tls
-            .ssl()
-            .peer_certificate()
-            .map(|c| tls_setup::identities(&c))
-            .unwrap_or_default();
-        if !ids.iter().any(|id| s.allowed.contains(id)) {
-            tracing::warn!(%peer, identities = ?ids, "gateway refused: client certificate not in allowed_clients");
-            s.metrics.error("not_allowed");
-            return;
-        }
+    let ids = tls
+        .ssl()
+        .peer_certificate()
+        .map(|c| tls_setup::identities(&c))
+        .unwrap_or_default();
+    if !s.allowed.is_empty() && !ids.iter().any(|id| s.allowed.contains(id)) {
+        tracing::warn!(%peer, identities = ?ids, "gateway refused: client certificate not in allowed_clients");
+        s.metrics.error("not_allowed");
+        return;
     }
-    tracing::debug!(%peer, "gateway connected");
+    tracing::debug!(%peer, identities = ?ids, "gateway connected");
     s.metrics.connections.inc();
+    let mut conn = Conn {
+        peer,
+        access: s.permissions.access(&ids),
+        ids,
+        refusals: 0,
+    };
     let (mut rd, wr) = tokio::io::split(tls);
-    let (tx, writer) = crate::frame_writer::spawn(wr);
+    let (tx, mut writer) = crate::frame_writer::spawn_counted(wr);
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 16 * 1024];
+    let mut stuck = false;
     'read: loop {
         let mut start = 0;
         loop {
             match decode_request(&buf[start..]) {
                 Ok(Some((id, req, used))) => {
                     start += used;
-                    dispatch(id, req, &tx, &s, peer);
+                    dispatch(id, req, &tx, &s, &mut conn);
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -151,6 +179,21 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
             }
         }
         buf.drain(..start);
+        // Backpressure: a peer that does not read its answers gets no more requests read.
+        if tx.backlog() > BACKLOG_LIMIT {
+            s.metrics.read_pauses.inc();
+            tracing::debug!(%peer, unsent = tx.backlog(), "answers not read by the gateway; reading paused");
+            match tx.drained_to(BACKLOG_RESUME, s.frame_timeout).await {
+                Drain::Done => {}
+                Drain::Closed => break,
+                Drain::Stuck => {
+                    tracing::warn!(%peer, unsent = tx.backlog(), "gateway has read no answer for {:?}; closing the connection", s.frame_timeout);
+                    s.metrics.error("not_reading");
+                    stuck = true;
+                    break;
+                }
+            }
+        }
         // Idle connections are long-lived by design; a frame that has started must complete.
         let read = rd.read(&mut chunk);
         let result = if buf.is_empty() {
@@ -171,19 +214,45 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
         }
     }
     drop(tx);
-    let _ = writer.await;
+    // The answers already made go out, unless the peer does not take them.
+    if stuck || tokio::time::timeout(s.frame_timeout, &mut writer).await.is_err() {
+        writer.abort();
+    }
     s.metrics.connections.dec();
     tracing::debug!(%peer, "gateway disconnected");
 }
 
-fn answer(tx: &UnboundedSender<Vec<u8>>, id: u32, resp: Response) {
+/// What the server knows about one gateway connection.
+struct Conn {
+    peer: SocketAddr,
+    /// Its client certificate's identities (`cn:…`, `spki:…`).
+    ids: Vec<String>,
+    /// The keys it may use.
+    access: Access,
+    /// Requests refused so far.
+    refusals: u32,
+}
+
+fn answer(tx: &CountedSender, id: u32, resp: Response) {
     let mut frame = Vec::with_capacity(32);
     if encode_response(&mut frame, id, &resp).is_ok() {
-        let _ = tx.send(frame);
+        tx.send(frame);
     }
 }
 
-fn dispatch(id: u32, req: Request, tx: &UnboundedSender<Vec<u8>>, s: &Shared, peer: SocketAddr) {
+/// Answers `refused`, counts it, and logs the first few of the connection as warnings.
+fn refuse(tx: &CountedSender, id: u32, s: &Shared, conn: &mut Conn, key: &str, reason: &'static str, why: &str) {
+    s.metrics.count_refused(reason);
+    conn.refusals = conn.refusals.saturating_add(1);
+    if conn.refusals <= REFUSALS_LOGGED {
+        tracing::warn!(peer = %conn.peer, identities = ?conn.ids, key, reason, "sign request refused: {why}");
+    } else {
+        tracing::debug!(peer = %conn.peer, key, reason, "sign request refused: {why}");
+    }
+    answer(tx, id, Response::Error(ErrorCode::Refused));
+}
+
+fn dispatch(id: u32, req: Request, tx: &CountedSender, s: &Shared, conn: &mut Conn) {
     match req {
         Request::Ping(payload) => {
             s.metrics.pings.inc();
@@ -195,14 +264,22 @@ fn dispatch(id: u32, req: Request, tx: &UnboundedSender<Vec<u8>>, s: &Shared, pe
             payload,
         } => {
             let Some(key) = s.keys.get(&key_id) else {
-                tracing::warn!(%peer, key_id = %hex(&key_id), "sign request for an unknown key id");
+                tracing::warn!(peer = %conn.peer, key_id = %hex(&key_id), "sign request for an unknown key id");
                 s.metrics.error("unknown_key");
                 return answer(tx, id, Response::Error(ErrorCode::UnknownKey));
             };
+            if !conn.access.allows(&key_id) {
+                let why = "this client may not use the key ([[client]] permissions)";
+                return refuse(tx, id, s, conn, &key.name, "not_permitted", why);
+            }
             if !algorithms::allowed(key.kind, algorithm) {
-                tracing::warn!(%peer, key = %key.label, algorithm = %algorithms::label(algorithm), "algorithm not supported by this key");
+                tracing::warn!(peer = %conn.peer, key = %key.label, algorithm = %algorithms::label(algorithm), "algorithm not supported by this key");
                 s.metrics.error("unsupported_algorithm");
                 return answer(tx, id, Response::Error(ErrorCode::UnsupportedAlgorithm));
+            }
+            if let Err(refusal) = signing_input::check(algorithm, &payload) {
+                let why = format!("{refusal} ({} bytes)", payload.len());
+                return refuse(tx, id, s, conn, &key.name, refusal.reason(), &why);
             }
             let job = Job {
                 id,

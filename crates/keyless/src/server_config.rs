@@ -38,6 +38,29 @@ pub struct KeyServerConfig {
     /// closed (a stalled peer cannot pin a connection half-way through a frame).
     #[serde(default = "default_frame_timeout")]
     pub frame_timeout: tlsgate_config::Duration,
+    /// Per-client key permissions (`[[client]]` tables). None: every client that is let in may
+    /// use every key (logged as a warning at start).
+    #[serde(default, rename = "client")]
+    pub clients: Vec<ClientKeys>,
+}
+
+/// One `[[client]]` table: the keys a gateway identity may sign with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientKeys {
+    /// The gateway's identity, as in `allowed_clients`: `cn:NAME` or `spki:HEX`.
+    pub identity: String,
+    /// Keys it may use: a key's name (its file name without the extension) or its id (64 hex
+    /// digits, the SHA-256 of its SubjectPublicKeyInfo, as logged at start).
+    pub keys: Vec<String>,
+}
+
+/// Whether `id` is `cn:NAME` or `spki:<64 hex digits>`.
+fn valid_identity(id: &str) -> bool {
+    id.strip_prefix("cn:").is_some_and(|n| !n.is_empty())
+        || id
+            .strip_prefix("spki:")
+            .is_some_and(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn default_frame_timeout() -> tlsgate_config::Duration {
@@ -67,14 +90,19 @@ impl KeyServerConfig {
             }
         }
         for (i, id) in c.allowed_clients.iter().enumerate() {
-            let ok = id.strip_prefix("cn:").is_some_and(|n| !n.is_empty())
-                || id
-                    .strip_prefix("spki:")
-                    .is_some_and(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()));
-            if !ok {
+            if !valid_identity(id) {
                 return Err(format!(
                     "{}: allowed_clients[{i}]: {id:?} is neither cn:NAME nor spki:<64 hex digits>",
                     path.display()
+                ));
+            }
+        }
+        for (i, client) in c.clients.iter().enumerate() {
+            if !valid_identity(&client.identity) {
+                return Err(format!(
+                    "{}: client[{i}].identity: {:?} is neither cn:NAME nor spki:<64 hex digits>",
+                    path.display(),
+                    client.identity
                 ));
             }
         }

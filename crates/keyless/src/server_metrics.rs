@@ -24,8 +24,17 @@ pub struct OpLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     /// `unknown_key`, `unsupported_algorithm`, `malformed`, `overloaded`, `internal`,
-    /// `oversized`, `bad_version`, `handshake`, `not_allowed`.
+    /// `oversized`, `bad_version`, `handshake`, `not_allowed`, `stalled`, `not_reading`.
     pub kind: &'static str,
+}
+
+/// Labels of a refused sign request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// `not_permitted` (the client may not use the key) or why the input is not a TLS signing
+    /// input: `not_tls_input`, `transcript_hash_length`, `pkcs1_in_tls13`, `group`,
+    /// `public_key`, `length` (crate::signing_input::Refusal::reason).
+    pub reason: &'static str,
 }
 
 /// Every key-server metric.
@@ -35,6 +44,10 @@ pub struct ServerMetrics {
     pub ops: Family<OpLabels, Counter>,
     /// Errors answered (or connections refused), by kind.
     pub errors: Family<ErrorLabels, Counter>,
+    /// Sign requests refused by policy (answered `refused`), by reason.
+    pub refused: Family<RefusedLabels, Counter>,
+    /// Times a connection stopped being read because its unsent answers exceeded the bound.
+    pub read_pauses: Counter,
     /// Time from a request's arrival to its signature being ready.
     pub latency: Histogram,
     /// Signing requests waiting for a thread.
@@ -52,6 +65,8 @@ impl ServerMetrics {
         let m = Self {
             ops: Family::default(),
             errors: Family::default(),
+            refused: Family::default(),
+            read_pauses: Counter::default(),
             latency: Histogram::new(exponential_buckets(0.000_02, 2.0, 18)),
             queue_depth: Gauge::default(),
             connections: Gauge::default(),
@@ -63,6 +78,16 @@ impl ServerMetrics {
             "errors",
             "Errors answered or connections refused, by kind",
             m.errors.clone(),
+        );
+        registry.register(
+            "refused",
+            "Sign requests refused by policy (input or permission), by reason",
+            m.refused.clone(),
+        );
+        registry.register(
+            "read_pauses",
+            "Times a connection was not read until its unsent answers drained",
+            m.read_pauses.clone(),
         );
         registry.register(
             "sign_duration_seconds",
@@ -82,6 +107,11 @@ impl ServerMetrics {
     /// Counts one error of `kind`.
     pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&ErrorLabels { kind }).inc();
+    }
+
+    /// Counts one refused request.
+    pub fn count_refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&RefusedLabels { reason }).inc();
     }
 
     /// Prometheus text.

@@ -5,12 +5,12 @@
 
 use crate::algorithms;
 use crate::codec::{encode_response, ErrorCode, Response};
+use crate::frame_writer::CountedSender;
 use crate::keystore::Key;
 use crate::server_metrics::{OpLabels, ServerMetrics};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// One signing request.
 pub struct Job {
@@ -23,7 +23,7 @@ pub struct Job {
     /// The message.
     pub payload: Vec<u8>,
     /// Where the encoded response frame goes (the connection's writer).
-    pub reply: UnboundedSender<Vec<u8>>,
+    pub reply: CountedSender,
     /// When the request arrived.
     pub arrived: Instant,
 }
@@ -72,11 +72,11 @@ const BATCH_WINDOW: Duration = Duration::from_micros(400);
 #[derive(Default)]
 struct Batch {
     started: Option<Instant>,
-    out: Vec<(UnboundedSender<Vec<u8>>, Vec<u8>)>,
+    out: Vec<(CountedSender, Vec<u8>)>,
 }
 
 impl Batch {
-    fn push(&mut self, reply: UnboundedSender<Vec<u8>>, id: u32, response: &Response) {
+    fn push(&mut self, reply: CountedSender, id: u32, response: &Response) {
         self.started.get_or_insert_with(Instant::now);
         let frames = match self.out.iter_mut().find(|(tx, _)| tx.same_channel(&reply)) {
             Some((_, frames)) => frames,
@@ -94,7 +94,7 @@ impl Batch {
 
     fn flush(&mut self) {
         for (tx, frames) in self.out.drain(..) {
-            let _ = tx.send(frames);
+            tx.send(frames);
         }
         self.started = None;
     }

@@ -39,6 +39,7 @@ fn responses_round_trip() {
         Response::Error(ErrorCode::Malformed),
         Response::Error(ErrorCode::Overloaded),
         Response::Error(ErrorCode::Internal),
+        Response::Error(ErrorCode::Refused),
         Response::Error(ErrorCode::Other(200)),
     ];
     for (i, resp) in all.into_iter().enumerate() {

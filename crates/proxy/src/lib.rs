@@ -2,8 +2,10 @@
 //!
 //! A connection flows: [`listener`] (per-worker SO_REUSEPORT socket, admission against the
 //! connection limit) → [`conn`] (TLS handshake through tlsgate-tls, metrics, ALPN) → hyper's
-//! HTTP/1.1 or HTTP/2 server → [`service`] (route by Host and path prefix with [`router`]) →
-//! fixed response or [`upstream`] (pooled keep-alive HTTP/1.1 to origin servers, streaming).
+//! HTTP/1.1 or HTTP/2 server → [`service`] ([`request_check`]: authority, framing, normalised
+//! path; route by Host and path prefix with [`router`]) → fixed response or [`upstream`] (pooled
+//! keep-alive HTTP/1.1 to origin servers, streaming; headers by [`forwarding`], the request body
+//! watched by [`request_body`]; failures typed by [`error`]) → [`access_log`].
 //! [`gateway`] holds the configuration generation that reloads swap atomically.
 //! [`stapling`] keeps each certificate's OCSP staple fresh.
 #![forbid(unsafe_code)]

@@ -1,6 +1,8 @@
 //! `tlsgate console`: the web console and its JSON API over the cluster's control document and
 //! the nodes' metrics (docs/CONSOLE.md). Loopback needs no login; any other address needs
-//! `--token-file`.
+//! `--token-file`. Whatever the identity, requests must name the console in `Host` (its listen
+//! address, `localhost`, a loopback IP or an `--allowed-host`) and changes must be same-origin
+//! JSON (docs/SECURITY.md).
 
 use clap::Args;
 use std::net::SocketAddr;
@@ -25,6 +27,11 @@ pub struct ConsoleArgs {
     /// File holding the access token (at least 16 characters; surrounding whitespace ignored).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Another name the console answers to in `Host`/`Origin` (`host` or `host:port`; without a
+    /// port any port), e.g. the name a reverse proxy forwards; repeatable. The listen address,
+    /// `localhost` and loopback IPs are always allowed; other Hosts get 421.
+    #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
+    allowed_hosts: Vec<String>,
     /// How often the nodes' metrics are scraped.
     #[arg(long, default_value = "2s", value_parser = humantime_secs)]
     scrape_interval: Duration,
@@ -52,6 +59,7 @@ pub fn run(args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
     let config = ConsoleConfig {
         listen: args.listen,
         token,
+        allowed_hosts: args.allowed_hosts.clone(),
         store: StoreConfig::new(args.redis.clone(), args.cluster.clone()),
         scrape_interval: args.scrape_interval,
     };

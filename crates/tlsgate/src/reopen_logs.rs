@@ -24,8 +24,11 @@ pub fn run(config: Option<&Path>, admin: Option<SocketAddr>) -> anyhow::Result<E
         .with_context(|| format!("cannot reach the admin listener at {addr}; is tlsgate running?"))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     stream.write_all(
-        format!("POST /reopen-logs HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .as_bytes(),
+        format!(
+            "POST /reopen-logs HTTP/1.1\r\nHost: {addr}\r\n{}: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            tlsgate_admin::guard::REQUEST_HEADER
+        )
+        .as_bytes(),
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

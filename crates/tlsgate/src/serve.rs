@@ -91,7 +91,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| listener::ListenError::new(addr, e))
                 .context("admin.listen")?;
             l.set_nonblocking(true)?;
-            Some(l)
+            let guard = tlsgate_admin::Guard::new(l.local_addr()?, &config.admin.allowed_hosts)
+                .map_err(|e| anyhow::anyhow!("{}: admin.allowed_hosts: {e}", path.display()))?;
+            Some((l, guard))
         }
         None => None,
     };
@@ -293,7 +295,7 @@ async fn control_loop(
     gateway: Arc<Gateway>,
     metrics: Arc<Metrics>,
     path: PathBuf,
-    admin: Option<std::net::TcpListener>,
+    admin: Option<(std::net::TcpListener, tlsgate_admin::Guard)>,
     cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
     started: Config,
 ) {
@@ -305,13 +307,14 @@ async fn control_loop(
         reload_lock: Default::default(),
         started,
     });
-    if let Some(l) = admin {
+    if let Some((l, guard)) = admin {
         match tokio::net::TcpListener::from_std(l) {
             Ok(l) => {
                 tokio::spawn(tlsgate_admin::serve_admin(
                     l,
                     metrics.clone(),
                     Arc::new(Hooks(control.clone())),
+                    guard,
                 ));
             }
             Err(e) => tracing::error!(error = %e, "cannot start the admin listener"),

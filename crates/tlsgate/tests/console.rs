@@ -5,11 +5,16 @@
 //! a malformed document written straight into Redis is flagged by `/api/overview`, a console on
 //! a non-loopback address refuses unauthenticated requests, and the same flow runs in headless
 //! Chromium through the UI (DevTools protocol; screenshots to `$TLSGATE_SCREENSHOTS`).
+//! With and without a token, cross-site writes and DNS-rebinding reads and writes are refused and
+//! publish nothing; half-sent requests are closed after the header timeout and the connection
+//! cap holds (docs/SECURITY.md).
 
 mod common;
 mod console_cdp;
+mod guard_env;
 mod keyless_env;
 
+use guard_env::{curl, rebind, EVIL_ORIGIN};
 use keyless_env::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -254,7 +259,15 @@ fn a_console_on_a_non_loopback_address_requires_the_token() {
     ] {
         let (s, _, b) = console.request(method, path, &["Content-Type: application/json"], body);
         assert_eq!(s, 401, "{method} {path}: {b}");
-        let (s, _, _) = console.request(method, path, &["Authorization: Bearer wrong-token-wrong-token"], body);
+        let (s, _, _) = console.request(
+            method,
+            path,
+            &[
+                "Authorization: Bearer wrong-token-wrong-token",
+                "Content-Type: application/json",
+            ],
+            body,
+        );
         assert_eq!(s, 401, "{method} {path} with a wrong token");
     }
     // The UI answers with the login page; a wrong token does not log in.
@@ -275,7 +288,8 @@ fn a_console_on_a_non_loopback_address_requires_the_token() {
     assert_eq!((s, v["version"].as_u64()), (200, Some(1)), "{v}");
     let (_, d) = console.api("GET", "/api/document", "");
     assert_eq!(d["author"], "console:token");
-    // The login form sets a session cookie that works for the API; form posts are refused.
+    // The login form sets a session cookie that works for the API; form posts are refused (403,
+    // by the request guard, whatever the identity).
     let (s, head, _) = console.request("POST", "/login", &[], &format!("token={TOKEN}"));
     assert_eq!(s, 303, "{head}");
     let cookie = head
@@ -298,7 +312,7 @@ fn a_console_on_a_non_loopback_address_requires_the_token() {
         &[&cookie_header, "Content-Type: application/x-www-form-urlencoded"],
         "",
     );
-    assert_eq!(s, 400, "a cookie-authenticated change must be JSON");
+    assert_eq!(s, 403, "a cookie-authenticated change must be JSON");
     let (s, _, _) = console.request("GET", "/healthz", &[], "");
     assert_eq!(s, 200);
 }
@@ -414,4 +428,269 @@ fn browser_login_drain_add_and_roll_back_through_the_ui() {
         "the refusal banner",
     );
     b.screenshot("refused");
+}
+
+/// [`try_start_console`] with more arguments (`--allowed-host ...`).
+fn start_console_with(redis_url: &str, bind_ip: &str, token: Option<&str>, extra: &[&str]) -> ConsoleProcess {
+    let port = tlsgate_testkit::free_port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    let listen = format!("{bind_ip}:{port}");
+    let file_arg = token_file.to_str().unwrap().to_string();
+    let mut args = vec!["console", "--redis", redis_url, "--cluster", "it", "--listen", &listen];
+    if let Some(t) = token {
+        std::fs::write(&token_file, format!("{t}\n")).expect("write token");
+        args.extend_from_slice(&["--token-file", &file_arg]);
+    }
+    args.extend_from_slice(extra);
+    let proc = tlsgate_testkit::GatewayProcess::spawn(common::binary(), &args, dir, token_file.clone(), port, &[])
+        .unwrap_or_else(|log| panic!("console did not start:\n{log}"));
+    ConsoleProcess {
+        port,
+        token: token.map(str::to_string),
+        proc,
+    }
+}
+
+/// What a page on another site (or a rebound name) can do to a console of cluster `it`, with the
+/// console's token when it has one: every cross-site write (simple content types, its Origin,
+/// `Sec-Fetch-Site`) is 403 and every request under a foreign Host is 421, and no version is
+/// published; same-origin JSON and the `X-Tlsgate-Request` header still publish.
+fn cross_site_and_rebinding_requests_are_refused(console: &ConsoleProcess, redis: &StoreProcess) {
+    let port = console.port;
+    let auth = console.token.as_ref().map(|t| format!("Authorization: Bearer {t}"));
+    let current = || {
+        redis
+            .redis_cli(&["GET", "tlsgate:control:{it}:current"])
+            .trim()
+            .to_string()
+    };
+    let call = |method: &str, host: &str, path: &str, args: &[&str]| {
+        let mut all = vec!["-X", method];
+        if let Some(a) = &auth {
+            all.extend_from_slice(&["-H", a.as_str()]);
+        }
+        all.extend_from_slice(args);
+        curl(&all, &format!("http://{host}:{port}{path}"))
+    };
+    let json = "Content-Type: application/json";
+    let own = format!("Origin: http://127.0.0.1:{port}");
+    // Version 1, sent the way the console's own page sends it.
+    let first = r#"[{"op":"add","address":"127.0.0.1:9"}]"#;
+    let (s, b) = call(
+        "POST",
+        "127.0.0.1",
+        "/api/pools/main/members",
+        &[
+            "-H",
+            &own,
+            "-H",
+            "Sec-Fetch-Site: same-origin",
+            "-H",
+            json,
+            "-H",
+            "X-Tlsgate-Request: 1",
+            "--data-binary",
+            first,
+        ],
+    );
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(current(), "1");
+
+    // Bodies that would publish a version if accepted.
+    let writes = [
+        ("/api/pools/main/members", r#"[{"op":"add","address":"127.0.0.1:10"}]"#),
+        ("/api/rollback/1", r#"{"comment":"from evil.example"}"#),
+    ];
+    let attacks: [(&str, Vec<&str>); 7] = [
+        ("text/plain", vec!["-H", "Content-Type: text/plain"]),
+        ("form-encoded", vec![]),
+        (
+            "text/plain from evil.example",
+            vec!["-H", EVIL_ORIGIN, "-H", "Content-Type: text/plain"],
+        ),
+        ("form-encoded from evil.example", vec!["-H", EVIL_ORIGIN]),
+        ("JSON from evil.example", vec!["-H", EVIL_ORIGIN, "-H", json]),
+        (
+            "JSON, Sec-Fetch-Site: cross-site",
+            vec!["-H", "Sec-Fetch-Site: cross-site", "-H", json],
+        ),
+        (
+            "marked, Sec-Fetch-Site: same-site",
+            vec!["-H", "Sec-Fetch-Site: same-site", "-H", "X-Tlsgate-Request: 1"],
+        ),
+    ];
+    for (path, body) in writes {
+        for (what, args) in &attacks {
+            let mut args = args.clone();
+            args.extend_from_slice(&["--data-binary", body]);
+            let (s, b) = call("POST", "127.0.0.1", path, &args);
+            assert_eq!(s, 403, "POST {path}, {what}: {b}");
+        }
+    }
+    // DNS rebinding: under a foreign name nothing is read and nothing is written.
+    let evil = rebind(port);
+    for path in [
+        "/",
+        "/app.js",
+        "/api/overview",
+        "/api/document",
+        "/api/history",
+        "/api/whoami",
+        "/healthz",
+    ] {
+        let (s, b) = call("GET", "evil.example", path, &["--resolve", &evil]);
+        assert_eq!(s, 421, "GET {path} as evil.example: {b}");
+        assert!(!b.contains("127.0.0.1:9"), "{b}");
+    }
+    for (path, body) in writes {
+        let (s, b) = call(
+            "POST",
+            "evil.example",
+            path,
+            &["--resolve", &evil, "-H", json, "--data-binary", body],
+        );
+        assert_eq!(s, 421, "POST {path} as evil.example: {b}");
+    }
+    let (s, _) = call("GET", "127.0.0.1", "/api/document", &["-H", "Host: evil.example"]);
+    assert_eq!(s, 421);
+    assert_eq!(current(), "1", "a refused request published a version");
+
+    // Same-origin JSON, and the request header with any body type, still publish.
+    let (s, b) = call(
+        "POST",
+        "127.0.0.1",
+        writes[0].0,
+        &["-H", json, "--data-binary", writes[0].1],
+    );
+    assert_eq!((s, current().as_str()), (200, "2"), "{b}");
+    let localhost = format!("localhost:{port}:127.0.0.1");
+    let (s, b) = call(
+        "POST",
+        "localhost",
+        "/api/rollback/1",
+        &[
+            "--resolve",
+            &localhost,
+            "-H",
+            "X-Tlsgate-Request: 1",
+            "-H",
+            "Content-Type: text/plain",
+        ],
+    );
+    assert_eq!((s, current().as_str()), (200, "3"), "{b}");
+}
+
+#[test]
+fn a_loopback_console_without_a_token_refuses_cross_site_writes_and_foreign_hosts() {
+    require("curl");
+    require("redis-server");
+    let redis = StoreProcess::redis();
+    let console = start_console_with(&redis.redis_url(), "127.0.0.1", None, &[]);
+    cross_site_and_rebinding_requests_are_refused(&console, &redis);
+    let (_, h) = console.api("GET", "/api/history?limit=1", "");
+    assert_eq!(h["entries"][0]["author"], "console:loopback", "{h}");
+}
+
+#[test]
+fn a_console_with_a_token_refuses_cross_site_writes_and_foreign_hosts() {
+    require("curl");
+    require("redis-server");
+    let redis = StoreProcess::redis();
+    let console = start_console_with(
+        &redis.redis_url(),
+        "0.0.0.0",
+        Some(TOKEN),
+        &["--allowed-host", "console.internal"],
+    );
+    cross_site_and_rebinding_requests_are_refused(&console, &redis);
+    let port = console.port;
+    let base = format!("http://127.0.0.1:{port}");
+
+    // The login form: refused from another site (no cookie), accepted from the console's page.
+    let form = format!("token={TOKEN}");
+    let (s, b) = curl(
+        &["-i", "-H", EVIL_ORIGIN, "--data-binary", &form],
+        &format!("{base}/login"),
+    );
+    assert_eq!(s, 403, "{b}");
+    assert!(!b.to_ascii_lowercase().contains("set-cookie"), "{b}");
+    let own = format!("Origin: http://127.0.0.1:{port}");
+    let (s, b) = curl(&["-i", "-H", &own, "--data-binary", &form], &format!("{base}/login"));
+    assert_eq!(s, 303, "{b}");
+    let cookie = b
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie")))
+        .and_then(|(_, v)| v.trim().split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    // The cookie does not make a cross-site or a form-encoded change pass.
+    let cookie = format!("Cookie: {cookie}");
+    let edit = r#"[{"op":"add","address":"127.0.0.1:11"}]"#;
+    let url = format!("{base}/api/pools/main/members");
+    for args in [
+        vec![
+            "-H",
+            cookie.as_str(),
+            "-H",
+            EVIL_ORIGIN,
+            "-H",
+            "Content-Type: application/json",
+        ],
+        vec![
+            "-H",
+            cookie.as_str(),
+            "-H",
+            "Content-Type: application/x-www-form-urlencoded",
+        ],
+    ] {
+        let mut args = args.clone();
+        args.extend_from_slice(&["--data-binary", edit]);
+        let (s, b) = curl(&args, &url);
+        assert_eq!(s, 403, "{args:?}: {b}");
+    }
+    let current = redis.redis_cli(&["GET", "tlsgate:control:{it}:current"]);
+    assert_eq!(current.trim(), "3");
+    // An allowed name works for reads and writes; the author is the token's.
+    let internal = format!("console.internal:{port}:127.0.0.1");
+    let at = format!("http://console.internal:{port}");
+    let (s, b) = curl(&["--resolve", &internal, "-H", &cookie], &format!("{at}/api/whoami"));
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = curl(
+        &[
+            "--resolve",
+            &internal,
+            "-H",
+            &cookie,
+            "-H",
+            &format!("Origin: http://console.internal:{port}"),
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            edit,
+        ],
+        &format!("{at}/api/pools/main/members"),
+    );
+    assert_eq!(s, 200, "{b}");
+    let (_, h) = console.api("GET", "/api/history?limit=1", "");
+    assert_eq!(
+        (h["entries"][0]["version"].as_u64(), h["entries"][0]["author"].as_str()),
+        (Some(4), Some("console:token")),
+        "{h}"
+    );
+}
+
+#[test]
+fn a_console_closes_half_sent_requests_and_caps_connections() {
+    require("curl");
+    require("redis-server");
+    let redis = StoreProcess::redis();
+    let console = start_console_with(&redis.redis_url(), "127.0.0.1", None, &[]);
+    let url = format!("http://127.0.0.1:{}/healthz", console.port);
+    guard_env::half_sent_requests_are_closed_and_the_cap_holds(
+        console.port,
+        tlsgate_admin::guard::MAX_CONNECTIONS,
+        tlsgate_admin::guard::HEADER_TIMEOUT,
+        || curl(&[], &url).0 == 200,
+    );
 }

@@ -403,3 +403,47 @@ fn h2spec_passes_on_a_proxied_route_and_the_origin_sees_only_well_formed_request
         }
     }
 }
+
+#[test]
+fn routes_rewrite_the_prefix_and_edit_headers_both_ways() {
+    let raw = RawOrigin::start();
+    let routes = [
+        "\n[[site.route]]\npath_prefix = \"/api/\"\nupstream = \"raw\"\nrewrite_prefix = \"/v2/\"\n".to_string(),
+        "[site.route.request_headers]\nset = { \"x-env\" = \"prod\" }\nremove = [\"x-debug\"]\n".to_string(),
+        "[site.route.response_headers]\nset = { \"x-frame-options\" = \"DENY\" }\nremove = [\"x-origin-secret\"]\n".to_string(),
+        "\n[[site.route]]\npath_prefix = \"/strip/\"\nupstream = \"raw\"\nrewrite_prefix = \"/\"\n".to_string(),
+        upstream("raw", &[raw.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let out = f.curl(&["-i", "-H", "X-Debug: 1", "-H", "X-Env: dev"], "/api/items/7?full=1");
+    assert!(out.stdout.ends_with("ok"), "{}", out.all());
+    let head = out.stdout.to_ascii_lowercase();
+    assert!(head.contains("x-frame-options: deny"), "{head}");
+    let got = raw.texts().pop().unwrap().to_ascii_lowercase();
+    assert!(got.starts_with("get /v2/items/7?full=1 http/1.1\r\n"), "{got}");
+    assert!(got.contains("\r\nx-env: prod\r\n") && !got.contains("x-env: dev"), "{got}");
+    assert!(!got.contains("x-debug"), "{got}");
+    let out = f.curl(&[], "/strip/a/b");
+    assert_eq!(out.stdout, "ok", "{}", out.all());
+    let got = raw.texts().pop().unwrap().to_ascii_lowercase();
+    assert!(got.starts_with("get /a/b http/1.1\r\n"), "{got}");
+    // `check` refuses edits of headers the gateway owns.
+    let bad = common::config_text(
+        &f.pki,
+        tlsgate_testkit::free_port(),
+        tlsgate_testkit::free_port(),
+        "",
+        "\n[[site.route]]\npath_prefix = \"/x/\"\nfixed_response = { body = \"x\" }\n[site.route.request_headers]\nremove = [\"Transfer-Encoding\"]\n",
+    );
+    let path = f.pki.write("bad.toml", &bad);
+    let out = tlsgate_testkit::run(
+        common::binary().to_str().unwrap(),
+        &["check", "--config", path.to_str().unwrap()],
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status, Some(1), "{}", out.all());
+    assert!(out.all().contains("site[0].route[1].request_headers.remove"), "{}", out.all());
+}
