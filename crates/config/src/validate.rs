@@ -1,7 +1,10 @@
 //! Semantic validation: what serde cannot check (references between sections, value ranges,
 //! the security posture). Each [`Issue`] names the field it is about, e.g. `site[0].route[2].upstream`.
 
+mod edits;
 mod log;
+mod secrets;
+pub use secrets::secret_file_permissions;
 mod routes;
 mod servers;
 
@@ -377,7 +380,7 @@ fn validate_sites(config: &Config, issues: &mut Vec<Issue>) {
             if !r.path_prefix.starts_with('/') {
                 issues.push(Issue::error(format!("{rat}.path_prefix"), "must start with /"));
             }
-            crate::request_edit::validate_route_edits(
+            edits::validate_route_edits(
                 &rat,
                 &r.request_headers,
                 &r.response_headers,

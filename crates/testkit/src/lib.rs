@@ -88,7 +88,7 @@ impl TestPki {
         let chain = self.path(&format!("{stem}.pem"));
         let key = self.path(&format!("{stem}.key"));
         std::fs::write(&chain, chain_pem).expect("write chain");
-        std::fs::write(&key, key_pem).expect("write key");
+        write_private(&key, key_pem);
         (chain, key)
     }
 
@@ -98,6 +98,21 @@ impl TestPki {
         std::fs::write(&p, text).expect("write file");
         p
     }
+}
+
+/// Writes a private key readable by its owner only (as an operator would; `tlsgate check` warns
+/// about keys every user can read).
+pub fn write_private(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("open key file");
+    f.write_all(text.as_bytes()).expect("write key");
 }
 
 impl Default for TestPki {

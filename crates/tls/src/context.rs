@@ -282,6 +282,10 @@ fn version(v: TlsVersion) -> SslVersion {
 }
 
 /// Settings every context shares: versions, suites, groups, ALPN.
+/// The signature algorithms tlsgate signs with (`keys::digest_for`), in preference order.
+const SIGNING_ALGORITHMS: &str = "ECDSA+SHA256:ECDSA+SHA384:ECDSA+SHA512:ed25519:\
+RSA-PSS+SHA256:RSA-PSS+SHA384:RSA-PSS+SHA512:RSA+SHA256:RSA+SHA384:RSA+SHA512";
+
 fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(setting("tls"))?;
     b.set_min_proto_version(Some(version(tls.min_version)))
@@ -301,6 +305,10 @@ fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
     }
     b.set_curves_list(&tls.groups.join(":"))
         .map_err(setting("tls.groups"))?;
+    // Only the signature algorithms the key backends make (no SHA-1): a TLS 1.2 client without
+    // the signature_algorithms extension (which means SHA-1 only) then gets a handshake_failure
+    // alert from BoringSSL instead of a failed signing attempt and a silent close.
+    b.set_sigalgs_list(SIGNING_ALGORITHMS).map_err(setting("tls"))?;
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
     if !tls.tickets.enabled {
         b.set_options(SslOptions::NO_TICKET);

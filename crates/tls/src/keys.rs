@@ -169,7 +169,10 @@ impl AsyncPrivateKeyMethod for KeyMethod {
         let pending = self.0.sign(algorithm, input);
         Ok(Box::pin(async move {
             let signature = pending.await.map_err(|e| {
-                tracing::warn!(error = %e, "private-key operation failed");
+                static LIMIT: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new(std::time::Duration::from_secs(1));
+                if let Some(left_out) = LIMIT.allow() {
+                    tracing::warn!(error = %e, left_out, "private-key operation failed (at most one line a second; left_out = failures not logged since the last line)");
+                }
                 AsyncPrivateKeyMethodError
             })?;
             let finish: BoxPrivateKeyMethodFinish = Box::new(move |_ssl, output: &mut [u8]| {

@@ -14,6 +14,7 @@
 //! - [`cert_compression`]: RFC 8879 brotli/zlib certificate compression, computed once per certificate.
 //! - [`ocsp`]: OCSP stapling: requests, response checks, the per-certificate staple slots.
 //! - [`pki`]: throwaway certificates for the demo and the tests.
+//! - [`log_limit`]: rate limits for log lines a client can trigger.
 //! - `ffi`: the only module with `unsafe` code.
 
 pub mod cert_compression;
@@ -23,6 +24,7 @@ mod ffi;
 pub mod handshake_info;
 pub mod keys;
 pub mod lint;
+pub mod log_limit;
 pub mod ocsp;
 pub mod pki;
 pub mod remote_keys;

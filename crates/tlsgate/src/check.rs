@@ -23,6 +23,7 @@ pub fn run(path: &Path, ca: &[PathBuf]) -> anyhow::Result<ExitCode> {
     };
     tlsgate_config::resolve_paths(&mut config, path.parent().unwrap_or(Path::new(".")));
     let mut issues = tlsgate_config::validate::validate(&config);
+    issues.extend(tlsgate_config::validate::secret_file_permissions(&config));
     let extra: Vec<&Path> = ca.iter().map(PathBuf::as_path).collect();
     let anchors = TrustAnchors::system_plus(&extra).map_err(|e| anyhow::anyhow!("--ca: {e}"))?;
     let now = std::time::SystemTime::now()

@@ -24,16 +24,35 @@ pub fn prepare(state_dir: &Path, ports: DemoPorts) -> anyhow::Result<PathBuf> {
     let ca_path = state_dir.join("ca.pem");
     if !ca_path.exists() || !state_dir.join("ecdsa.key").exists() || !state_dir.join("rsa.key").exists() {
         let pki = tlsgate_tls::pki::demo_pki()?;
-        let write = |name: &str, text: &str| -> anyhow::Result<()> {
+        // Private keys (the CA's too) readable by their owner only; certificates by everyone.
+        let write = |name: &str, text: &str, mode: u32| -> anyhow::Result<()> {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
             let p = state_dir.join(name);
-            std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+            let _ = std::fs::remove_file(&p);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&p)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .with_context(|| format!("cannot write {}", p.display()))
         };
-        write("ecdsa.pem", &pki.ecdsa.cert_pem)?;
-        write("ecdsa.key", &pki.ecdsa.key_pem)?;
-        write("rsa.pem", &pki.rsa.cert_pem)?;
-        write("rsa.key", &pki.rsa.key_pem)?;
-        write("ca.key", &pki.ca.key_pem)?;
-        write("ca.pem", &pki.ca.cert_pem)?;
+        write("ecdsa.pem", &pki.ecdsa.cert_pem, 0o644)?;
+        write("ecdsa.key", &pki.ecdsa.key_pem, 0o600)?;
+        write("rsa.pem", &pki.rsa.cert_pem, 0o644)?;
+        write("rsa.key", &pki.rsa.key_pem, 0o600)?;
+        write("ca.key", &pki.ca.key_pem, 0o600)?;
+        write("ca.pem", &pki.ca.cert_pem, 0o644)?;
+    }
+    // Keys an earlier version wrote world-readable are closed up.
+    for key in ["ecdsa.key", "rsa.key", "ca.key"] {
+        use std::os::unix::fs::PermissionsExt;
+        let p = state_dir.join(key);
+        if std::fs::metadata(&p).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("cannot chmod 600 {}", p.display()))?;
+        }
     }
     let config = format!(
         r#"# Written by `tlsgate serve --demo`; edit a copy for real use (docs/CONFIG.md).

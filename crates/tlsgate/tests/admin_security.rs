@@ -12,7 +12,6 @@ mod keyless_env;
 
 use guard_env::{curl, rebind, EVIL_ORIGIN};
 use keyless_env::{pool_members, KeylessSetup};
-use std::time::Duration;
 use tlsgate_testkit::require;
 
 /// A gateway whose admin listener also answers to `gw.internal` (`[admin] allowed_hosts`).

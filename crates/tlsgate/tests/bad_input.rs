@@ -294,3 +294,64 @@ fn connections_over_the_limit_are_shed_until_some_close() {
     assert_eq!(out.stdout, "Hello, world!", "{}", out.all());
     assert_eq!(shed(), 2.0, "{}", f.gw.metrics());
 }
+
+/// A TLS 1.2 ClientHello without the signature_algorithms extension (RFC 5246 §7.4.1.4.1: the
+/// client then accepts only SHA-1 signatures, which tlsgate does not make), for `localhost`,
+/// offering ECDHE-ECDSA/RSA-AES128-GCM-SHA256 with X25519 and P-256.
+fn tls12_hello_without_sigalgs() -> Vec<u8> {
+    let name = b"localhost";
+    let mut ext = Vec::new();
+    // server_name
+    let sni_len = name.len() + 3;
+    ext.extend_from_slice(&[0x00, 0x00]);
+    ext.extend_from_slice(&((sni_len + 2) as u16).to_be_bytes());
+    ext.extend_from_slice(&(sni_len as u16).to_be_bytes());
+    ext.push(0);
+    ext.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    ext.extend_from_slice(name);
+    // supported_groups: x25519, secp256r1
+    ext.extend_from_slice(&[0x00, 0x0a, 0x00, 0x06, 0x00, 0x04, 0x00, 0x1d, 0x00, 0x17]);
+    // ec_point_formats: uncompressed
+    ext.extend_from_slice(&[0x00, 0x0b, 0x00, 0x02, 0x01, 0x00]);
+    let mut body = vec![0x03, 0x03];
+    body.extend_from_slice(&[0x42; 32]); // random
+    body.push(0); // no session id
+    body.extend_from_slice(&[0x00, 0x04, 0xc0, 0x2b, 0xc0, 0x2f]);
+    body.extend_from_slice(&[0x01, 0x00]); // null compression
+    body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    body.extend_from_slice(&ext);
+    let mut hs = vec![0x01];
+    hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 0x03, 0x01];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+#[test]
+fn a_tls12_hello_without_signature_algorithms_gets_an_alert_and_no_log_flood() {
+    let bed = start("");
+    let attempts = 50;
+    bed.alongside(1000, || {
+        for _ in 0..attempts {
+            let mut s = bed.tcp();
+            s.write_all(&tls12_hello_without_sigalgs()).unwrap();
+            let (reply, _) = until_closed(s, Duration::from_secs(5));
+            // A fatal handshake_failure alert (40) in a TLS 1.2 alert record.
+            assert!(
+                reply.windows(2).any(|w| w == [0x02, 40]) && reply.first() == Some(&0x15),
+                "expected a handshake_failure alert, got {:02x?}",
+                &reply[..reply.len().min(32)]
+            );
+        }
+    });
+    assert_eq!(
+        bed.failures("no_shared_parameters"),
+        attempts as f64,
+        "{}",
+        bed.f.gw.metrics()
+    );
+    let warns = bed.f.gw.log().lines().filter(|l| l.contains("WARN")).count();
+    assert!(warns <= 1, "{warns} WARN lines for {attempts} refused handshakes:\n{}", bed.f.gw.log());
+}

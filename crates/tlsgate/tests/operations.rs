@@ -382,6 +382,31 @@ fn demo_mode_works_on_an_empty_state_dir() {
     let ca = state.join("ca.pem");
     assert!(ca.is_file(), "no ca.pem in {}", state.display());
     assert!(state.join("tlsgate.toml").is_file());
+    // Private keys, the CA's too, are readable by their owner only; certificates by all.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |f: &str| std::fs::metadata(state.join(f)).unwrap().permissions().mode() & 0o777;
+        for key in ["ca.key", "ecdsa.key", "rsa.key"] {
+            assert_eq!(mode(key), 0o600, "{key}");
+        }
+        assert_eq!(mode("ca.pem"), 0o644);
+    }
+    // `check` is clean on the demo's configuration and warns once a key is opened up.
+    let toml = state.join("tlsgate.toml");
+    let out = common::tlsgate(&["check", "--config", toml.to_str().unwrap()]);
+    assert!(!out.stdout.contains("accessible to every user"), "{}", out.all());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let key = state.join("rsa.key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = common::tlsgate(&["check", "--config", toml.to_str().unwrap()]);
+        assert!(
+            out.stdout.contains("warning") && out.stdout.contains("accessible to every user (mode 644); chmod 600 it"),
+            "{}",
+            out.all()
+        );
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
 
     let out = common::curl_url(&ca, &[], &format!("https://localhost:{https}/hello"));
     assert_eq!(out.stdout, "Hello, world!", "{}", out.all());

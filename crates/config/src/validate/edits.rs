@@ -1,0 +1,103 @@
+//! Checks of a route's header edits and path rewrite (`[[site.route]]` `request_headers`,
+//! `response_headers`, `rewrite_prefix`).
+
+use super::Issue;
+use crate::request_edit::HeaderEdits;
+
+/// Headers a route may not edit: the gateway owns framing, hop-by-hop and forwarding headers.
+const NOT_EDITABLE: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+    "trailer",
+    "x-forwarded-for",
+];
+
+/// RFC 9110 `token` characters.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Checks one route's header edits and path rewrite; `at` is the route's field path.
+pub(super) fn validate_route_edits(
+    at: &str,
+    request: &HeaderEdits,
+    response: &HeaderEdits,
+    rewrite: Option<&str>,
+    issues: &mut Vec<Issue>,
+) {
+    for (which, edits) in [("request_headers", request), ("response_headers", response)] {
+        let names = edits
+            .set
+            .keys()
+            .map(|n| (format!("{at}.{which}.set"), n))
+            .chain(edits.remove.iter().map(|n| (format!("{at}.{which}.remove"), n)));
+        for (field, name) in names {
+            if !is_token(name) {
+                issues.push(Issue::error(&field, format!("{name:?} is not a valid header name")));
+            } else if NOT_EDITABLE.contains(&name.to_ascii_lowercase().as_str()) {
+                issues.push(Issue::error(
+                    &field,
+                    format!("{name:?} is managed by the gateway (framing, hop-by-hop or forwarding) and cannot be edited"),
+                ));
+            }
+        }
+        for (name, value) in &edits.set {
+            if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                issues.push(Issue::error(
+                    format!("{at}.{which}.set.{name}"),
+                    "header values may not contain control characters (CR, LF, NUL, ...)",
+                ));
+            }
+        }
+    }
+    if let Some(r) = rewrite {
+        if !r.starts_with('/') {
+            issues.push(Issue::error(format!("{at}.rewrite_prefix"), "must start with /"));
+        } else if let Err(e) = check_rewrite_prefix(r) {
+            issues.push(Issue::error(format!("{at}.rewrite_prefix"), e));
+        }
+    }
+}
+
+/// A rewrite prefix is inserted verbatim in front of normalised paths: it must be normal itself.
+fn check_rewrite_prefix(r: &str) -> Result<(), String> {
+    if r.bytes().any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#' || b == b'\\') {
+        return Err("may not contain spaces, control characters, ?, # or \\".into());
+    }
+    if r.split('/').any(|s| s == "." || s == "..") || r.contains("//") {
+        return Err("may not contain . or .. segments or //".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_edits_are_checked() {
+        let mut issues = vec![];
+        let mut req = HeaderEdits::default();
+        req.set.insert("x ok".into(), "1".into());
+        req.set.insert("x-v".into(), "a\r\nb".into());
+        req.remove.push("Transfer-Encoding".into());
+        validate_route_edits("r", &req, &HeaderEdits::default(), Some("/a/../b"), &mut issues);
+        let text: Vec<String> = issues.iter().map(|i| i.to_string()).collect();
+        assert_eq!(issues.len(), 4, "{text:?}");
+        assert!(text.iter().any(|t| t.contains("r.request_headers.set") && t.contains("x ok")));
+        assert!(text.iter().any(|t| t.contains("r.request_headers.set.x-v")));
+        assert!(text.iter().any(|t| t.contains("r.request_headers.remove") && t.contains("managed")));
+        assert!(text.iter().any(|t| t.contains("r.rewrite_prefix")));
+        let mut ok = vec![];
+        validate_route_edits("r", &HeaderEdits::default(), &HeaderEdits::default(), Some("/v2/"), &mut ok);
+        assert!(ok.is_empty());
+    }
+}
