@@ -152,6 +152,8 @@ pub struct Metrics {
     pub connections_accepted: Counter,
     /// Client connections closed at once because `max_connections` was reached.
     pub connections_shed: Counter,
+    /// Of those, shed because their source had `max_connections_per_source` open.
+    pub connections_shed_per_source: Counter,
     /// Requests answered.
     pub requests: Family<RequestLabels, Counter>,
     /// Requests that did not complete: the client went away, or the origin's body failed.
@@ -229,6 +231,12 @@ impl Metrics {
             "connections_shed",
             "Client connections closed at once over the connection limit",
             connections_shed.clone(),
+        );
+        let connections_shed_per_source = Counter::default();
+        registry.register(
+            "connections_shed_per_source",
+            "Client connections closed at once because their source (IPv4 address, IPv6 /64) had max_connections_per_source open",
+            connections_shed_per_source.clone(),
         );
         let requests = Family::default();
         registry.register(
@@ -311,6 +319,7 @@ impl Metrics {
             open_connections,
             connections_accepted,
             connections_shed,
+            connections_shed_per_source,
             requests,
             requests_incomplete,
             upstream_in_flight,

@@ -92,6 +92,12 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// Open client connections above which new ones are shed (closed at once), per process.
     pub max_connections: usize,
+    /// Open client connections one source (an IPv4 address, an IPv6 /64) may hold; more are shed
+    /// at once, so one source cannot fill `max_connections` for everyone. 0 = no limit.
+    pub max_connections_per_source: usize,
+    /// A connection that has sent no byte for this long after it was accepted is closed (an
+    /// idle or bare TCP connection holds a slot for this long, not the whole handshake timeout).
+    pub silent_timeout: Duration,
     /// On SIGTERM, how long open connections get to finish before the process exits.
     pub drain_timeout: Duration,
     /// How long an idle client keep-alive connection is kept open.
@@ -111,6 +117,8 @@ impl Default for ServerConfig {
             workers: 0,
             handshake_timeout: Duration::from_secs(10),
             max_connections: 100_000,
+            max_connections_per_source: 1024,
+            silent_timeout: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
             client_idle_timeout: Duration::from_secs(75),
             client_header_timeout: Duration::from_secs(30),

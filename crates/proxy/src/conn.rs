@@ -93,7 +93,7 @@ pub async fn serve_tls(
             .inc()
     };
     let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
-    let mut tls = match tokio::time::timeout(server.handshake_timeout.get(), accept).await {
+    let mut tls = match handshake_deadlines(accept, &activity, server.silent_timeout.get(), server.handshake_timeout.get()).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             let text = e.to_string();
@@ -116,7 +116,13 @@ pub async fn serve_tls(
             }
             return;
         }
-        Err(_) => {
+        Err(Silent) => {
+            fail("silent");
+            count_tfo("-");
+            tracing::debug!(%peer, "connection sent nothing for {:?}; closed", server.silent_timeout);
+            return;
+        }
+        Err(TimedOut) => {
             fail("timeout");
             count_tfo("-");
             tracing::debug!(%peer, "TLS handshake timed out after {:?}", server.handshake_timeout);
@@ -222,6 +228,31 @@ pub async fn serve_tls(
             linger(tls.raw_mut()).await;
         }
     }
+}
+
+/// Why a handshake was cut off.
+enum Deadline {
+    /// No byte arrived within `silent_timeout`.
+    Silent,
+    /// The handshake did not finish within `handshake_timeout`.
+    TimedOut,
+}
+use Deadline::{Silent, TimedOut};
+
+/// Runs the handshake under two deadlines: a connection that has sent no byte after `silent` is
+/// closed then (a bare TCP connection holds its slot for seconds, not the whole handshake
+/// timeout); otherwise the handshake has `total` in all. One timer on the common path.
+async fn handshake_deadlines<F: Future>(accept: F, activity: &Activity, silent: Duration, total: Duration) -> Result<F::Output, Deadline> {
+    let silent = silent.min(total);
+    tokio::pin!(accept);
+    tokio::select! {
+        r = &mut accept => return Ok(r),
+        _ = tokio::time::sleep(silent) => {}
+    }
+    if activity.silent() {
+        return Err(Silent);
+    }
+    tokio::time::timeout(total - silent, accept).await.map_err(|_| TimedOut)
 }
 
 /// Writes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake

@@ -7,6 +7,8 @@
 //! connections too, without closing them.
 
 use crate::router::Router;
+use crate::source_limit::{Source, SourceLimits};
+use std::net::IpAddr;
 use crate::upstream::UpstreamGroup;
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -88,6 +90,7 @@ pub struct Gateway {
     /// Session cache and ticket keys (survive reloads).
     pub sessions: SessionState,
     open: AtomicUsize,
+    sources: SourceLimits,
     next_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -103,6 +106,7 @@ impl Gateway {
             metrics,
             sessions,
             open: AtomicUsize::new(0),
+            sources: SourceLimits::default(),
             next_id: AtomicU64::new(2),
             shutdown,
         }))
@@ -127,17 +131,27 @@ impl Gateway {
         self.open.load(Ordering::Relaxed)
     }
 
-    /// Counts a new connection unless the limit is reached.
-    pub fn admit(self: &Arc<Self>, limit: usize) -> Option<ConnGuard> {
+    /// Counts a new connection from `peer` unless the process-wide `limit` or the per-source
+    /// limit (`per_source`, 0 = none; IPv4 address or IPv6 /64) is reached.
+    pub fn admit(self: &Arc<Self>, limit: usize, per_source: usize, peer: IpAddr) -> Option<ConnGuard> {
         let prev = self.open.fetch_add(1, Ordering::AcqRel);
         if prev >= limit {
             self.open.fetch_sub(1, Ordering::AcqRel);
             self.metrics.connections_shed.inc();
             return None;
         }
+        let source = (per_source > 0).then(|| Source::of(peer));
+        if let Some(s) = source {
+            if !self.sources.try_add(s, per_source) {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.metrics.connections_shed.inc();
+                self.metrics.connections_shed_per_source.inc();
+                return None;
+            }
+        }
         self.metrics.open_connections.inc();
         self.metrics.connections_accepted.inc();
-        Some(ConnGuard(self.clone()))
+        Some(ConnGuard(self.clone(), source))
     }
 
     /// Starts a graceful shutdown: listeners stop accepting, connections finish and close.
@@ -151,11 +165,14 @@ impl Gateway {
     }
 }
 
-/// Holds one slot of the connection limit.
-pub struct ConnGuard(Arc<Gateway>);
+/// Holds one slot of the connection limit (and of its source's, when that is limited).
+pub struct ConnGuard(Arc<Gateway>, Option<Source>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
+        if let Some(s) = self.1 {
+            self.0.sources.remove(s);
+        }
         self.0.open.fetch_sub(1, Ordering::AcqRel);
         self.0.metrics.open_connections.dec();
     }

@@ -17,6 +17,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// `last_ms` before any byte moved.
+const NOTHING_YET: u64 = u64::MAX;
+
 /// Activity shared between the stream and the connection's idle watchdog.
 #[derive(Debug)]
 pub struct Activity {
@@ -29,8 +32,13 @@ impl Activity {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
-            last_ms: AtomicU64::new(0),
+            last_ms: AtomicU64::new(NOTHING_YET),
         })
+    }
+
+    /// True while no byte has moved yet.
+    pub fn silent(&self) -> bool {
+        self.last_ms.load(Ordering::Relaxed) == NOTHING_YET
     }
 
     fn touch(&self) {
@@ -38,10 +46,14 @@ impl Activity {
             .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// How long since bytes last moved.
+    /// How long since bytes last moved (since the start when none has).
     pub fn idle_for(&self) -> std::time::Duration {
         let now = self.epoch.elapsed().as_millis() as u64;
-        std::time::Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
+        let last = match self.last_ms.load(Ordering::Relaxed) {
+            NOTHING_YET => 0,
+            t => t,
+        };
+        std::time::Duration::from_millis(now.saturating_sub(last))
     }
 }
 

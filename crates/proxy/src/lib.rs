@@ -24,6 +24,7 @@ pub mod request_body;
 pub mod request_check;
 pub mod router;
 pub mod service;
+pub mod source_limit;
 pub mod stapling;
 pub mod upstream;
 

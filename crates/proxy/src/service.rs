@@ -59,39 +59,42 @@ fn head_response(response: &mut Response<Body>) {
     *response.body_mut() = full(bytes::Bytes::new());
 }
 
-type Routed = (Response<Body>, Option<String>, String);
 
-/// Checks, routes and answers or forwards one request; the error carries the host and path
-/// known so far for the log.
+/// Checks, routes and answers or forwards one request. `slot` still holds the request afterwards
+/// when the gateway answered it itself (its body is then discarded by the caller).
 async fn route_request(
     ctx: &ConnContext,
     generation: &Generation,
     site_idx: usize,
     slot: &mut Option<Request<Incoming>>,
     upstream: &mut UpstreamFacts,
-) -> Result<Routed, (ProxyError, Option<String>, String)> {
+) -> Result<Response<Body>, ProxyError> {
     let Some(req) = slot.as_ref() else {
-        return Err((ProxyError::BadRequest("no request"), None, String::new()));
+        return Err(ProxyError::BadRequest("no request"));
     };
-    let raw_path = req.uri().path().to_string();
-    let target = request_check::inspect(req).map_err(|e| (e, None, raw_path.clone()))?;
-    let host = target.host.clone();
-    let path = target.path.to_string();
-    let authority = target.authority;
-    let fail = |e: ProxyError| (e, host.clone(), path.clone());
+    let target = request_check::inspect(req)?;
+    let host = target.host.as_deref();
     // A Host that names another site than the one the handshake selected (RFC 9110 §15.5.20).
-    if let Some(h) = host.as_deref() {
+    if let Some(h) = host {
         if generation.tls.site_named(h).is_some_and(|i| i != site_idx) {
-            return Err(fail(ProxyError::Misdirected));
+            return Err(ProxyError::Misdirected);
         }
     }
     let site = &generation.sites[site_idx];
-    let Some(route) = site.router.route(host.as_deref(), &path) else {
-        return Ok((
-            error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"),
-            host,
-            path,
-        ));
+    let Some(route) = site.router.route(host, &target.path) else {
+        return Ok(error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"));
+    };
+    // What forwarding needs from the request line, before the request itself is taken.
+    let forward = match &route.action {
+        Action::Upstream(_) => {
+            let forward_path = route.forward_path(&target.path);
+            let path_and_query = match target.query {
+                Some(q) => format!("{forward_path}?{q}"),
+                None => forward_path.into_owned(),
+            };
+            Some((path_and_query, target.authority))
+        }
+        Action::Fixed(_) => None,
     };
     let mut response = match &route.action {
         Action::Fixed(f) => Response::builder()
@@ -100,15 +103,10 @@ async fn route_request(
             .body(full(f.body.clone()))
             .expect("fixed response parts are valid"),
         Action::Upstream(i) => {
-            let Some(req) = slot.take() else {
-                return Err(fail(ProxyError::BadRequest("no request")));
+            let (Some(req), Some((path_and_query, authority))) = (slot.take(), forward) else {
+                return Err(ProxyError::BadRequest("no request"));
             };
             let group = generation.upstreams[*i].clone();
-            let forward_path = route.forward_path(&path);
-            let path_and_query = match req.uri().query() {
-                Some(q) => format!("{forward_path}?{q}"),
-                None => forward_path.into_owned(),
-            };
             let trusted = generation
                 .config
                 .server
@@ -128,7 +126,7 @@ async fn route_request(
         }
     };
     route.response_edits.apply(response.headers_mut());
-    Ok((response, host, path))
+    Ok(response)
 }
 
 /// Reads and drops the body of a request the gateway answers itself (nginx's discard), so the
@@ -188,8 +186,8 @@ pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result
         discard_body(unforwarded.into_body()).await;
     }
     let mut response = match routed {
-        Ok((r, _, _)) => r,
-        Err((e, _, _)) => e.response(),
+        Ok(r) => r,
+        Err(e) => e.response(),
     };
     if method == http::Method::HEAD && response.extensions().get::<FromOrigin>().is_none() {
         head_response(&mut response);

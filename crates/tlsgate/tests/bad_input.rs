@@ -213,7 +213,9 @@ fn stalled_handshakes_are_dropped_after_the_handshake_timeout() {
         // Dropped by the timeout, not at once.
         assert!(after >= Duration::from_millis(700), "{name}: closed after {after:?}");
     }
-    assert_eq!(bed.failures("timeout"), 2.0, "{}", bed.f.gw.metrics());
+    // The connection that sent nothing hits silent_timeout (capped by the handshake timeout).
+    assert_eq!(bed.failures("timeout"), 1.0, "{}", bed.f.gw.metrics());
+    assert_eq!(bed.failures("silent"), 1.0, "{}", bed.f.gw.metrics());
 }
 
 #[test]
@@ -354,4 +356,32 @@ fn a_tls12_hello_without_signature_algorithms_gets_an_alert_and_no_log_flood() {
     );
     let warns = bed.f.gw.log().lines().filter(|l| l.contains("WARN")).count();
     assert!(warns <= 1, "{warns} WARN lines for {attempts} refused handshakes:\n{}", bed.f.gw.log());
+}
+
+#[test]
+fn one_source_cannot_hold_every_connection_and_silent_ones_are_closed_early() {
+    let bed = start("max_connections = 60\nmax_connections_per_source = 20\nsilent_timeout = \"1s\"\nhandshake_timeout = \"30s\"");
+    // One source (127.0.0.1) opens 100 bare TCP connections and sends nothing.
+    let flood: Vec<TcpStream> = (0..100).map(|_| bed.tcp()).collect();
+    assert!(
+        wait_until(Duration::from_secs(5), || bed
+            .f
+            .gw
+            .metric("tlsgate_connections_shed_per_source_total", &[])
+            >= 80.0),
+        "{}",
+        bed.f.gw.metrics()
+    );
+    // Another source (127.0.0.2, same host) is served while the flood is held.
+    let canary = bed.f.curl(&["--interface", "127.0.0.2"], "/hello");
+    assert_eq!(canary.stdout, "Hello, world!", "{}", canary.all());
+    // The held ones sent nothing: closed after silent_timeout, long before handshake_timeout.
+    let started = Instant::now();
+    for s in flood {
+        let (_, _) = until_closed(s, Duration::from_secs(5));
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(bed.failures("silent") >= 20.0, "{}", bed.f.gw.metrics());
+    let again = bed.f.curl(&[], "/hello");
+    assert_eq!(again.stdout, "Hello, world!", "{}", again.all());
 }
