@@ -58,7 +58,11 @@ fn delays_are_scheduled_exactly_and_delivered_on_time() {
         let rtts = tcp_rtts(&lab, samples, 3).unwrap();
         let cap = lab.take_capture();
         let noise = worse(noise, wake_noise(100));
-        assert!(cap.packets.len() >= 2 * samples, "tap saw {} packets", cap.packets.len());
+        assert!(
+            cap.packets.len() >= 2 * samples,
+            "tap saw {} packets",
+            cap.packets.len()
+        );
         // The decision: every packet is held exactly the configured delay (ns rounding).
         for p in &cap.packets {
             assert!(
@@ -79,18 +83,27 @@ fn delays_are_scheduled_exactly_and_delivered_on_time() {
             noise.1 * 1e6,
             margin * 1e6
         );
-        assert!(late_p90 <= margin, "writer late by {late_p90:.6} s at p90 (margin {margin:.6} s)");
+        assert!(
+            late_p90 <= margin,
+            "writer late by {late_p90:.6} s at p90 (margin {margin:.6} s)"
+        );
         // End to end: never faster than configured, and slower only by what the stacks cost at
         // zero delay plus the writer's lateness in both directions.
         let want = 2.0 * one_way_ms;
         let got = median(&rtts);
         let slack = rtt0_p90 + 2.0 * late_p90 * 1e3 + 0.2;
-        println!("configured RTT {want} ms: median {got:.3} ms over {samples} (allowed {want} ..= {:.3})", want + slack);
+        println!(
+            "configured RTT {want} ms: median {got:.3} ms over {samples} (allowed {want} ..= {:.3})",
+            want + slack
+        );
         assert!(
             rtts.iter().all(|&r| r >= want),
             "an RTT below the configured {want} ms: {rtts:?}"
         );
-        assert!(got - want <= slack, "RTT {got:.3} ms, configured {want} ms (+{slack:.3} allowed)");
+        assert!(
+            got - want <= slack,
+            "RTT {got:.3} ms, configured {want} ms (+{slack:.3} allowed)"
+        );
     }
 }
 
@@ -179,7 +192,10 @@ fn rate_limit_paces_departures_and_bounds_its_queue() {
         assert!(paced > pk.len() / 2, "only {paced} of {} packets were queued", pk.len());
         // The queue: never more than queue_bytes waiting (plus the packet itself), and full.
         let max_wait = pk.iter().map(|p| p.scheduled - 0.005).fold(0.0, f64::max);
-        assert!(max_wait <= queue_bytes as f64 * 8.0 / rate as f64 + 1e-6, "waited {max_wait} s");
+        assert!(
+            max_wait <= queue_bytes as f64 * 8.0 / rate as f64 + 1e-6,
+            "waited {max_wait} s"
+        );
         assert!(d.queue_drops > 0, "no queue drops at twice the rate ({sent} sent)");
         // Delivery: bytes over the delivered span, against the rate, allowing the writer's
         // lateness at both ends of the span.
@@ -201,7 +217,10 @@ fn rate_limit_paces_departures_and_bounds_its_queue() {
         // TCP never gets more than the rate (how close it gets is `tlsgate lab calibrate`'s).
         lab.set_symmetric(LinkSpec::delay(5.0).with_rate(rate)).unwrap();
         let tcp = tcp_goodput(&lab, 2.0, 0.5).unwrap();
-        println!("  TCP goodput {:.2} Mbit/s (reported, bounded above by the rate)", tcp / 1e6);
+        println!(
+            "  TCP goodput {:.2} Mbit/s (reported, bounded above by the rate)",
+            tcp / 1e6
+        );
         assert!(tcp > 0.0 && tcp <= 1.02 * rate as f64, "TCP goodput {tcp} at {rate}");
     }
 }
@@ -213,7 +232,7 @@ fn loss_within_binomial_bound() {
     let _g = serial();
     let lab = Lab::new(LinkSpec::default(), LinkSpec::default()).unwrap();
     let n = 20_000usize;
-    let mut run = |spec: LinkSpec| {
+    let run = |spec: LinkSpec| {
         lab.set_symmetric(spec).unwrap();
         let (before, _) = lab.stats();
         let got = udp_delivered(&lab, n, 200).unwrap();

@@ -15,16 +15,16 @@
 //! to the access-log writer (its own file or stderr, never blocking a worker on disk).
 
 use crate::body::{Body, BoxError};
+use crate::context::ConnContext;
 use crate::error::ProxyError;
-use crate::request_body::SendState;
-use crate::service::ConnContext;
+pub use crate::facts::{millis, TlsFacts, UpstreamFacts};
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::{Body as _, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tlsgate_admin::metrics::{IncompleteLabels, RequestLabels};
 
 /// The tracing target of access-log lines.
@@ -32,37 +32,6 @@ pub const TARGET: &str = "access";
 
 /// The status logged and counted for a request the client gave up before it was answered.
 pub const CLIENT_CLOSED_REQUEST: u16 = 499;
-
-/// What a connection's TLS handshake established, for the access log (read once per connection).
-#[derive(Debug, Clone)]
-pub struct TlsFacts {
-    /// Server name the client sent (SNI), if any.
-    pub sni: Option<Arc<str>>,
-    /// `TLSv1.2` / `TLSv1.3`.
-    pub version: &'static str,
-    /// Cipher suite (IANA name).
-    pub cipher: &'static str,
-    /// `full`, `session_id`, `ticket` or `tls13_psk`.
-    pub resumption: &'static str,
-    /// Handshake time in milliseconds (accept to finished).
-    pub handshake_ms: f64,
-    /// Subject of the client certificate, when one was presented (client certificates are not
-    /// requested yet: always `None`).
-    pub client_subject: Option<Arc<str>>,
-}
-
-/// What forwarding to an origin reports for the log (filled in by `UpstreamGroup::forward`).
-#[derive(Debug, Default)]
-pub struct UpstreamFacts {
-    /// The upstream group (metric label).
-    pub group: Option<&'static str>,
-    /// The origin server last tried.
-    pub server: Option<http::uri::Authority>,
-    /// Time from sending to the origin's response header (or to the failure).
-    pub header_time: Option<Duration>,
-    /// The request body's progress (bytes read from the client and forwarded).
-    pub upload: Option<Arc<SendState>>,
-}
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,11 +76,6 @@ pub struct RequestLog {
     upstream: UpstreamFacts,
     bytes_out: u64,
     done: bool,
-}
-
-/// Milliseconds with microsecond precision, as logged.
-pub fn millis(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
 impl RequestLog {

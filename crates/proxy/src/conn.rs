@@ -2,11 +2,12 @@
 //! failure classification), handshake metrics, then HTTP/1.1 or HTTP/2 by ALPN until the client
 //! leaves, goes idle, or the gateway drains.
 
-use crate::access_log::{millis, TlsFacts};
+use crate::context::ConnContext;
+use crate::facts::{millis, TlsFacts};
 use crate::gateway::{ConnGuard, Gateway};
 use crate::io::{Activity, MeteredStream};
 use crate::records::{RecordPolicy, RecordSizer};
-use crate::service::{handle, ConnContext};
+use crate::service::handle;
 use boring::ssl::NameType;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
@@ -93,7 +94,14 @@ pub async fn serve_tls(
             .inc()
     };
     let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
-    let mut tls = match handshake_deadlines(accept, &activity, server.silent_timeout.get(), server.handshake_timeout.get()).await {
+    let mut tls = match handshake_deadlines(
+        accept,
+        &activity,
+        server.silent_timeout.get(),
+        server.handshake_timeout.get(),
+    )
+    .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             let text = e.to_string();
@@ -242,7 +250,12 @@ use Deadline::{Silent, TimedOut};
 /// Runs the handshake under two deadlines: a connection that has sent no byte after `silent` is
 /// closed then (a bare TCP connection holds its slot for seconds, not the whole handshake
 /// timeout); otherwise the handshake has `total` in all. One timer on the common path.
-async fn handshake_deadlines<F: Future>(accept: F, activity: &Activity, silent: Duration, total: Duration) -> Result<F::Output, Deadline> {
+async fn handshake_deadlines<F: Future>(
+    accept: F,
+    activity: &Activity,
+    silent: Duration,
+    total: Duration,
+) -> Result<F::Output, Deadline> {
     let silent = silent.min(total);
     tokio::pin!(accept);
     tokio::select! {

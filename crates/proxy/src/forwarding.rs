@@ -59,7 +59,13 @@ fn accepts_trailers(headers: &HeaderMap) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("trailers"))
+        .any(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("trailers")
+        })
 }
 
 /// RFC 9113 §8.2.3: an HTTP/2 client may split `Cookie` into several fields; an HTTP/1.1 origin

@@ -8,9 +8,9 @@
 
 use crate::router::Router;
 use crate::source_limit::{Source, SourceLimits};
-use std::net::IpAddr;
 use crate::upstream::UpstreamGroup;
 use arc_swap::ArcSwap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tlsgate_admin::Metrics;

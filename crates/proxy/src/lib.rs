@@ -13,7 +13,9 @@
 pub mod access_log;
 pub mod body;
 pub mod conn;
+pub mod context;
 pub mod error;
+pub mod facts;
 pub mod forwarding;
 pub mod gateway;
 pub mod io;

@@ -188,7 +188,10 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         };
         let (limit, per_source) = {
             let g = gateway.current();
-            (g.config.server.max_connections, g.config.server.max_connections_per_source)
+            (
+                g.config.server.max_connections,
+                g.config.server.max_connections_per_source,
+            )
         };
         let Some(guard) = gateway.admit(limit, per_source, peer.ip()) else {
             tracing::debug!(%peer, limit, per_source, "connection limit reached; connection shed");

@@ -46,9 +46,7 @@ fn host_of(authority: &str) -> String {
 
 fn valid_authority(v: &HeaderValue) -> Result<&str, ProxyError> {
     let text = v.to_str().map_err(|_| ProxyError::BadRequest("Host is not ASCII"))?;
-    let parsed: http::uri::Authority = text
-        .parse()
-        .map_err(|_| ProxyError::BadRequest("malformed Host"))?;
+    let parsed: http::uri::Authority = text.parse().map_err(|_| ProxyError::BadRequest("malformed Host"))?;
     if text.contains('@') || parsed.host().is_empty() {
         return Err(ProxyError::BadRequest("malformed Host"));
     }
@@ -140,7 +138,10 @@ mod tests {
 
     #[test]
     fn bad_authorities() {
-        assert_eq!(err(&req(Version::HTTP_11, "/", &[])), ProxyError::BadRequest("no Host header"));
+        assert_eq!(
+            err(&req(Version::HTTP_11, "/", &[])),
+            ProxyError::BadRequest("no Host header")
+        );
         assert_eq!(
             err(&req(Version::HTTP_11, "/", &[("host", "a"), ("host", "b")])),
             ProxyError::BadRequest("several Host header fields")
@@ -162,16 +163,27 @@ mod tests {
 
     #[test]
     fn transfer_codings_other_than_chunked_are_refused() {
-        let r = req(Version::HTTP_11, "/", &[("host", "h"), ("transfer-encoding", "gzip, chunked")]);
+        let r = req(
+            Version::HTTP_11,
+            "/",
+            &[("host", "h"), ("transfer-encoding", "gzip, chunked")],
+        );
         assert_eq!(err(&r), ProxyError::UnsupportedTransferCoding);
-        let r = req(Version::HTTP_11, "/", &[("host", "h"), ("transfer-encoding", "chunked")]);
+        let r = req(
+            Version::HTTP_11,
+            "/",
+            &[("host", "h"), ("transfer-encoding", "chunked")],
+        );
         assert!(inspect(&r).is_ok());
         let r = req(
             Version::HTTP_11,
             "/",
             &[("host", "h"), ("transfer-encoding", "chunked"), ("content-length", "3")],
         );
-        assert_eq!(err(&r), ProxyError::BadRequest("both Content-Length and Transfer-Encoding"));
+        assert_eq!(
+            err(&r),
+            ProxyError::BadRequest("both Content-Length and Transfer-Encoding")
+        );
     }
 
     #[test]

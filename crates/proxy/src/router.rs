@@ -51,7 +51,12 @@ impl Edits {
             set: c
                 .set
                 .iter()
-                .filter_map(|(n, v)| Some((HeaderName::from_bytes(n.as_bytes()).ok()?, HeaderValue::from_str(v).ok()?)))
+                .filter_map(|(n, v)| {
+                    Some((
+                        HeaderName::from_bytes(n.as_bytes()).ok()?,
+                        HeaderValue::from_str(v).ok()?,
+                    ))
+                })
                 .collect(),
             remove: c
                 .remove

@@ -1,39 +1,20 @@
 //! Per-request handling on a TLS connection: route, answer or forward, log, count.
 
-use crate::access_log::{AccessBody, RequestLog, TlsFacts, UpstreamFacts};
+use crate::access_log::{AccessBody, RequestLog};
 use crate::body::{full, Body};
+use crate::context::ConnContext;
 use crate::error::ProxyError;
+use crate::facts::UpstreamFacts;
 use crate::forwarding::Hop;
-use crate::gateway::{Gateway, Generation};
+use crate::gateway::Generation;
 use crate::request_check;
 use crate::router::Action;
 use crate::upstream::{error_response, Downstream, FromOrigin};
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// What a connection's requests share.
-pub struct ConnContext {
-    /// Gateway state.
-    pub gateway: Arc<Gateway>,
-    /// Generation the connection was accepted with (fallback if its site disappears on reload).
-    pub accepted_with: Arc<Generation>,
-    /// Name of the site selected by SNI.
-    pub site: Arc<str>,
-    /// The same name as a metric label.
-    pub site_label: &'static str,
-    /// What the handshake established, for the access log.
-    pub tls: TlsFacts,
-    /// Client address.
-    pub peer: SocketAddr,
-    /// `h1` or `h2`.
-    pub protocol: &'static str,
-    /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.
-    pub early: Option<Arc<AtomicBool>>,
-}
 
 /// RFC 8470: early data is replayable, so only requests that are safe to repeat (GET or HEAD
 /// without a body) are served from it; the rest get 425 Too Early and the client retries after
@@ -58,7 +39,6 @@ fn head_response(response: &mut Response<Body>) {
     }
     *response.body_mut() = full(bytes::Bytes::new());
 }
-
 
 /// Checks, routes and answers or forwards one request. `slot` still holds the request afterwards
 /// when the gateway answered it itself (its body is then discarded by the caller).

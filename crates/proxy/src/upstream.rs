@@ -3,9 +3,9 @@
 //! `fail_timeout`. Requests with no body are retried once on another server after a connect
 //! failure (nothing reached the first one).
 
-use crate::access_log::UpstreamFacts;
 use crate::body::{full, Body, BoxError, Guarded};
 use crate::error::{ProxyError, Side};
+use crate::facts::UpstreamFacts;
 use crate::forwarding::{prepare_request, strip_hop_by_hop, Hop};
 use crate::request_body::{SendState, TrackedBody};
 use crate::router::Edits;

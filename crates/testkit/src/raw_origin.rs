@@ -27,7 +27,11 @@ impl RawOrigin {
 
     /// Starts one on a free port, answering `body`.
     pub fn answering(body: Vec<u8>) -> Self {
-        let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+        let mut response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
         response.extend_from_slice(&body);
         let response: Arc<[u8]> = response.into();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind raw origin");
@@ -94,7 +98,10 @@ fn complete(buf: &[u8]) -> bool {
     };
     let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
     let body = &buf[end + 4..];
-    if head.lines().any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked")) {
+    if head
+        .lines()
+        .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"))
+    {
         // The last chunk, then trailers (possibly none), then an empty line.
         let last = if body.starts_with(b"0\r\n") {
             Some(0)

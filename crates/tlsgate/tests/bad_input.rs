@@ -355,12 +355,18 @@ fn a_tls12_hello_without_signature_algorithms_gets_an_alert_and_no_log_flood() {
         bed.f.gw.metrics()
     );
     let warns = bed.f.gw.log().lines().filter(|l| l.contains("WARN")).count();
-    assert!(warns <= 1, "{warns} WARN lines for {attempts} refused handshakes:\n{}", bed.f.gw.log());
+    assert!(
+        warns <= 1,
+        "{warns} WARN lines for {attempts} refused handshakes:\n{}",
+        bed.f.gw.log()
+    );
 }
 
 #[test]
 fn one_source_cannot_hold_every_connection_and_silent_ones_are_closed_early() {
-    let bed = start("max_connections = 60\nmax_connections_per_source = 20\nsilent_timeout = \"1s\"\nhandshake_timeout = \"30s\"");
+    let bed = start(
+        "max_connections = 60\nmax_connections_per_source = 20\nsilent_timeout = \"1s\"\nhandshake_timeout = \"30s\"",
+    );
     // One source (127.0.0.1) opens 100 bare TCP connections and sends nothing.
     let flood: Vec<TcpStream> = (0..100).map(|_| bed.tcp()).collect();
     assert!(

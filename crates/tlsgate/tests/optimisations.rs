@@ -18,7 +18,9 @@ static TFO_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn read_tfo() -> u32 {
     let text = std::fs::read_to_string(TFO_SYSCTL).unwrap_or_else(|e| panic!("{TFO_SYSCTL}: {e}"));
-    text.trim().parse().unwrap_or_else(|e| panic!("{TFO_SYSCTL} = {text:?}: {e}"))
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{TFO_SYSCTL} = {text:?}: {e}"))
 }
 
 /// Lets clients send and servers accept SYN data in this network namespace (bits 1 and 2, i.e.
@@ -282,7 +284,10 @@ fn serve_in_fresh_netns(edit: impl FnOnce(String) -> String) -> String {
 #[test]
 fn default_tcp_fast_open_on_a_stock_kernel_is_one_info_line() {
     let all = serve_in_fresh_netns(|t| t);
-    assert!(!all.contains("WARN"), "a default must not warn on a stock kernel:\n{all}");
+    assert!(
+        !all.contains("WARN"),
+        "a default must not warn on a stock kernel:\n{all}"
+    );
     let info: Vec<&str> = all
         .lines()
         .filter(|l| l.contains("TCP Fast Open is on when available"))

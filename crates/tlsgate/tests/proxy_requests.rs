@@ -50,21 +50,32 @@ impl PythonOrigin {
     fn start() -> Self {
         require("python3");
         let dir = tempfile::tempdir().unwrap();
-        for (path, text) in [("admin/secret.txt", "TOP SECRET\n"), ("public/index.html", "public page\n")] {
+        for (path, text) in [
+            ("admin/secret.txt", "TOP SECRET\n"),
+            ("public/index.html", "public page\n"),
+        ] {
             let p = dir.path().join(path);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
         let port = tlsgate_testkit::free_port();
         let child = std::process::Command::new("python3")
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
             .arg(dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("python3 -m http.server");
         assert!(
-            common::wait_until(Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port)).is_ok()),
+            common::wait_until(Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port))
+                .is_ok()),
             "python http.server did not start"
         );
         Self { child, port, _dir: dir }
@@ -82,7 +93,8 @@ impl Drop for PythonOrigin {
 fn every_spelling_of_a_blocked_path_is_refused_like_nginx() {
     let py = PythonOrigin::start();
     let routes = [
-        "\n[[site.route]]\npath_prefix = \"/admin\"\nfixed_response = { status = 403, body = \"forbidden\" }\n".to_string(),
+        "\n[[site.route]]\npath_prefix = \"/admin\"\nfixed_response = { status = 403, body = \"forbidden\" }\n"
+            .to_string(),
         upstream_route(None, "/", "py"),
         upstream("py", &[format!("127.0.0.1:{}", py.port)], ""),
     ]
@@ -126,11 +138,16 @@ fn the_origin_gets_the_normalised_path_and_fresh_forwarding_headers() {
     let routes = [upstream_route(None, "/", "raw"), upstream("raw", &[raw.addr()], "")].concat();
     let f = common::start("", &routes);
     let forged = [
-        "-H", "X-Forwarded-For: 6.6.6.6",
-        "-H", "X-Forwarded-Host: evil.test",
-        "-H", "X-Forwarded-Proto: http",
-        "-H", "Forwarded: for=6.6.6.6",
-        "-H", "X-Real-IP: 6.6.6.6",
+        "-H",
+        "X-Forwarded-For: 6.6.6.6",
+        "-H",
+        "X-Forwarded-Host: evil.test",
+        "-H",
+        "X-Forwarded-Proto: http",
+        "-H",
+        "Forwarded: for=6.6.6.6",
+        "-H",
+        "X-Real-IP: 6.6.6.6",
     ];
     let out = f.curl(&[&["--path-as-is"], &forged[..]].concat(), "/a/./b//c/%7euser?x=1");
     assert_eq!(out.stdout, "ok", "{}", out.all());
@@ -141,10 +158,15 @@ fn the_origin_gets_the_normalised_path_and_fresh_forwarding_headers() {
     assert!(got.contains(&format!("\r\nx-forwarded-host: {authority}\r\n")), "{got}");
     assert!(got.contains("\r\nx-forwarded-proto: https\r\n"), "{got}");
     assert!(
-        got.contains(&format!("\r\nforwarded: for=127.0.0.1;proto=https;host=\"{authority}\"\r\n")),
+        got.contains(&format!(
+            "\r\nforwarded: for=127.0.0.1;proto=https;host=\"{authority}\"\r\n"
+        )),
         "{got}"
     );
-    assert!(!got.contains("6.6.6.6") && !got.contains("evil.test") && !got.contains("x-real-ip"), "{got}");
+    assert!(
+        !got.contains("6.6.6.6") && !got.contains("evil.test") && !got.contains("x-real-ip"),
+        "{got}"
+    );
     assert_eq!(got.matches("\r\nhost: ").count(), 1, "{got}");
 }
 
@@ -156,14 +178,24 @@ fn a_trusted_proxy_forwarding_headers_are_extended() {
         t.replace("[server]\n", "[server]\ntrusted_proxies = [\"127.0.0.0/8\"]\n")
     });
     let out = f.curl(
-        &["-H", "X-Forwarded-For: 203.0.113.5", "-H", "X-Forwarded-Proto: http", "-H", "Forwarded: for=203.0.113.5"],
+        &[
+            "-H",
+            "X-Forwarded-For: 203.0.113.5",
+            "-H",
+            "X-Forwarded-Proto: http",
+            "-H",
+            "Forwarded: for=203.0.113.5",
+        ],
         "/t",
     );
     assert_eq!(out.stdout, "ok", "{}", out.all());
     let got = raw.texts().pop().unwrap().to_ascii_lowercase();
     assert!(got.contains("\r\nx-forwarded-for: 203.0.113.5, 127.0.0.1\r\n"), "{got}");
     assert!(got.contains("\r\nx-forwarded-proto: http\r\n"), "{got}");
-    assert!(got.contains("\r\nforwarded: for=203.0.113.5, for=127.0.0.1;proto=https;"), "{got}");
+    assert!(
+        got.contains("\r\nforwarded: for=203.0.113.5, for=127.0.0.1;proto=https;"),
+        "{got}"
+    );
 }
 
 #[test]
@@ -222,7 +254,14 @@ fn an_upload_longer_than_the_header_timeout_is_not_a_504() {
     // 40 KB at 10 KB/s: about 4 s of upload, twice the header timeout.
     let started = std::time::Instant::now();
     let out = f.curl(
-        &["--limit-rate", "10K", "--data-binary", &format!("@{}", file.display()), "-w", "\nstatus=%{http_code}"],
+        &[
+            "--limit-rate",
+            "10K",
+            "--data-binary",
+            &format!("@{}", file.display()),
+            "-w",
+            "\nstatus=%{http_code}",
+        ],
         "/upload",
     );
     assert!(started.elapsed() >= Duration::from_secs(3), "the upload was not slow");
@@ -244,7 +283,10 @@ fn head_on_the_gateways_own_responses_works_over_http2() {
             assert_eq!(out.status, Some(0), "{proto} {path}: {}", out.all());
             let head = out.stdout.to_ascii_lowercase();
             assert!(head.contains(&format!(" {code}")), "{proto} {path}: {head}");
-            assert!(head.contains(&format!("content-length: {len}")), "{proto} {path}: {head}");
+            assert!(
+                head.contains(&format!("content-length: {len}")),
+                "{proto} {path}: {head}"
+            );
         }
     }
 }
@@ -253,7 +295,8 @@ fn head_on_the_gateways_own_responses_works_over_http2() {
 fn a_host_of_another_site_gets_421_and_absolute_form_routes_by_its_uri() {
     let f = common::start_with("", |pki| {
         [
-            "\n[[site.route]]\nhost = \"a.test\"\npath_prefix = \"/\"\nfixed_response = { body = \"route a\" }\n".to_string(),
+            "\n[[site.route]]\nhost = \"a.test\"\npath_prefix = \"/\"\nfixed_response = { body = \"route a\" }\n"
+                .to_string(),
             extra_site(pki, "other", &["other.test"], &[KeyKind::EcdsaP256]),
         ]
         .concat()
@@ -261,7 +304,10 @@ fn a_host_of_another_site_gets_421_and_absolute_form_routes_by_its_uri() {
     // curl connects with SNI localhost (site main) and asks for other.test: misdirected.
     let out = f.curl(&["-H", "Host: other.test", "-w", "\nstatus=%{http_code}"], "/x");
     assert!(out.stdout.ends_with("status=421"), "{}", out.all());
-    let out = f.curl(&["--http2", "-H", "Host: other.test", "-w", "\nstatus=%{http_code}"], "/x");
+    let out = f.curl(
+        &["--http2", "-H", "Host: other.test", "-w", "\nstatus=%{http_code}"],
+        "/x",
+    );
     assert!(out.stdout.ends_with("status=421"), "{}", out.all());
     // A name no site claims is served by the connection's site, as before.
     let out = f.curl(&["-H", "Host: a.test"], "/x");
@@ -299,7 +345,11 @@ fn requests_without_host_or_with_unforwardable_framing_are_refused() {
             b"GET / HTTP/1.1\r\nHost: localhost\r\nX-A: 1\r\n 2\r\n\r\n",
             "400",
         ),
-        ("space in name", b"GET / HTTP/1.1\r\nHost: localhost\r\nX A: 1\r\n\r\n", "400"),
+        (
+            "space in name",
+            b"GET / HTTP/1.1\r\nHost: localhost\r\nX A: 1\r\n\r\n",
+            "400",
+        ),
         (
             "bad chunk size",
             b"POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
@@ -313,7 +363,10 @@ fn requests_without_host_or_with_unforwardable_framing_are_refused() {
         for seen in &raw.texts()[before..] {
             // Nothing complete reached the origin, and never the smuggled request.
             assert!(!seen.contains("smuggled"), "{what}: {seen:?}");
-            assert!(!seen.ends_with("\r\n\r\n") || seen.is_empty() || what == "bad chunk size", "{what}: {seen:?}");
+            assert!(
+                !seen.ends_with("\r\n\r\n") || seen.is_empty() || what == "bad chunk size",
+                "{what}: {seen:?}"
+            );
         }
     }
     // Content-Length with Transfer-Encoding: hyper reads the body as chunked, drops the length and
@@ -325,13 +378,24 @@ fn requests_without_host_or_with_unforwardable_framing_are_refused() {
         b"POST /cl-te HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n",
         q,
     );
-    assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "one response, then close: {resp:?}");
+    assert_eq!(
+        resp.matches("HTTP/1.1 ").count(),
+        1,
+        "one response, then close: {resp:?}"
+    );
     // (Empty entries are pooled connections the gateway closed unused.)
-    let seen: Vec<String> = raw.texts()[before..].iter().filter(|t| !t.is_empty()).cloned().collect();
+    let seen: Vec<String> = raw.texts()[before..]
+        .iter()
+        .filter(|t| !t.is_empty())
+        .cloned()
+        .collect();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let got = seen[0].to_ascii_lowercase();
     assert!(got.starts_with("post /cl-te "), "{got}");
-    assert!(got.contains("transfer-encoding: chunked") && !got.contains("content-length"), "{got}");
+    assert!(
+        got.contains("transfer-encoding: chunked") && !got.contains("content-length"),
+        "{got}"
+    );
     assert!(!got.contains("smuggled"), "{got}");
     // A bare-LF request reaches the origin only re-framed with CRLF, as the origin reads it.
     let before = raw.requests().len();
@@ -346,10 +410,13 @@ fn requests_without_host_or_with_unforwardable_framing_are_refused() {
 /// Runs h2spec (github.com/summerwind/h2spec, installed by scripts/deps.sh with `go install`)
 /// against the gateway and asserts all of its 145 HTTP/2 and HPACK cases pass.
 fn h2spec_all_pass(f: &common::Fixture) {
-    let h2spec = ["h2spec".into(), format!("{}/go/bin/h2spec", std::env::var("HOME").unwrap_or_default())]
-        .into_iter()
-        .find(|p: &String| std::process::Command::new(p).arg("--version").output().is_ok())
-        .expect("h2spec is not installed (scripts/deps.sh installs it with go install)");
+    let h2spec = [
+        "h2spec".into(),
+        format!("{}/go/bin/h2spec", std::env::var("HOME").unwrap_or_default()),
+    ]
+    .into_iter()
+    .find(|p: &String| std::process::Command::new(p).arg("--version").output().is_ok())
+    .expect("h2spec is not installed (scripts/deps.sh installs it with go install)");
     let out = tlsgate_testkit::run(
         &h2spec,
         &["-t", "-k", "-h", "localhost", "-p", &f.https.to_string(), "-o", "5"],
@@ -370,7 +437,10 @@ fn h2spec_all_pass(f: &common::Fixture) {
 fn h2spec_passes_every_case_on_the_gateways_own_responses() {
     // A body of a few KB: some cases need a response larger than their tiny windows.
     let body = "x".repeat(4096);
-    let f = common::start("", &format!("\n[[site.route]]\npath_prefix = \"/\"\nfixed_response = {{ body = \"{body}\" }}\n"));
+    let f = common::start(
+        "",
+        &format!("\n[[site.route]]\npath_prefix = \"/\"\nfixed_response = {{ body = \"{body}\" }}\n"),
+    );
     h2spec_all_pass(&f);
 }
 
@@ -391,7 +461,12 @@ fn h2spec_passes_on_a_proxied_route_and_the_origin_sees_only_well_formed_request
         let Some((head, body)) = lower.split_once("\r\n\r\n") else {
             continue; // cut off by a stream reset before the header block was complete
         };
-        for hop in ["\r\nconnection:", "\r\nkeep-alive:", "\r\nupgrade:", "\r\nproxy-connection:"] {
+        for hop in [
+            "\r\nconnection:",
+            "\r\nkeep-alive:",
+            "\r\nupgrade:",
+            "\r\nproxy-connection:",
+        ] {
             assert!(!head.contains(hop), "{req:?}");
         }
         if let Some(len) = head
@@ -399,7 +474,10 @@ fn h2spec_passes_on_a_proxied_route_and_the_origin_sees_only_well_formed_request
             .find_map(|l| l.strip_prefix("content-length:"))
             .and_then(|v| v.trim().parse::<usize>().ok())
         {
-            assert!(body.len() <= len, "a body longer than its length reached the origin: {req:?}");
+            assert!(
+                body.len() <= len,
+                "a body longer than its length reached the origin: {req:?}"
+            );
         }
     }
 }
@@ -410,7 +488,8 @@ fn routes_rewrite_the_prefix_and_edit_headers_both_ways() {
     let routes = [
         "\n[[site.route]]\npath_prefix = \"/api/\"\nupstream = \"raw\"\nrewrite_prefix = \"/v2/\"\n".to_string(),
         "[site.route.request_headers]\nset = { \"x-env\" = \"prod\" }\nremove = [\"x-debug\"]\n".to_string(),
-        "[site.route.response_headers]\nset = { \"x-frame-options\" = \"DENY\" }\nremove = [\"x-origin-secret\"]\n".to_string(),
+        "[site.route.response_headers]\nset = { \"x-frame-options\" = \"DENY\" }\nremove = [\"x-origin-secret\"]\n"
+            .to_string(),
         "\n[[site.route]]\npath_prefix = \"/strip/\"\nupstream = \"raw\"\nrewrite_prefix = \"/\"\n".to_string(),
         upstream("raw", &[raw.addr()], ""),
     ]
@@ -422,7 +501,10 @@ fn routes_rewrite_the_prefix_and_edit_headers_both_ways() {
     assert!(head.contains("x-frame-options: deny"), "{head}");
     let got = raw.texts().pop().unwrap().to_ascii_lowercase();
     assert!(got.starts_with("get /v2/items/7?full=1 http/1.1\r\n"), "{got}");
-    assert!(got.contains("\r\nx-env: prod\r\n") && !got.contains("x-env: dev"), "{got}");
+    assert!(
+        got.contains("\r\nx-env: prod\r\n") && !got.contains("x-env: dev"),
+        "{got}"
+    );
     assert!(!got.contains("x-debug"), "{got}");
     let out = f.curl(&[], "/strip/a/b");
     assert_eq!(out.stdout, "ok", "{}", out.all());
@@ -445,5 +527,9 @@ fn routes_rewrite_the_prefix_and_edit_headers_both_ways() {
         Duration::from_secs(20),
     );
     assert_eq!(out.status, Some(1), "{}", out.all());
-    assert!(out.all().contains("site[0].route[1].request_headers.remove"), "{}", out.all());
+    assert!(
+        out.all().contains("site[0].route[1].request_headers.remove"),
+        "{}",
+        out.all()
+    );
 }

@@ -45,7 +45,9 @@ pub(super) fn validate_route_edits(
             } else if NOT_EDITABLE.contains(&name.to_ascii_lowercase().as_str()) {
                 issues.push(Issue::error(
                     &field,
-                    format!("{name:?} is managed by the gateway (framing, hop-by-hop or forwarding) and cannot be edited"),
+                    format!(
+                        "{name:?} is managed by the gateway (framing, hop-by-hop or forwarding) and cannot be edited"
+                    ),
                 ));
             }
         }
@@ -69,7 +71,9 @@ pub(super) fn validate_route_edits(
 
 /// A rewrite prefix is inserted verbatim in front of normalised paths: it must be normal itself.
 fn check_rewrite_prefix(r: &str) -> Result<(), String> {
-    if r.bytes().any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#' || b == b'\\') {
+    if r.bytes()
+        .any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#' || b == b'\\')
+    {
         return Err("may not contain spaces, control characters, ?, # or \\".into());
     }
     if r.split('/').any(|s| s == "." || s == "..") || r.contains("//") {
@@ -92,12 +96,22 @@ mod tests {
         validate_route_edits("r", &req, &HeaderEdits::default(), Some("/a/../b"), &mut issues);
         let text: Vec<String> = issues.iter().map(|i| i.to_string()).collect();
         assert_eq!(issues.len(), 4, "{text:?}");
-        assert!(text.iter().any(|t| t.contains("r.request_headers.set") && t.contains("x ok")));
+        assert!(text
+            .iter()
+            .any(|t| t.contains("r.request_headers.set") && t.contains("x ok")));
         assert!(text.iter().any(|t| t.contains("r.request_headers.set.x-v")));
-        assert!(text.iter().any(|t| t.contains("r.request_headers.remove") && t.contains("managed")));
+        assert!(text
+            .iter()
+            .any(|t| t.contains("r.request_headers.remove") && t.contains("managed")));
         assert!(text.iter().any(|t| t.contains("r.rewrite_prefix")));
         let mut ok = vec![];
-        validate_route_edits("r", &HeaderEdits::default(), &HeaderEdits::default(), Some("/v2/"), &mut ok);
+        validate_route_edits(
+            "r",
+            &HeaderEdits::default(),
+            &HeaderEdits::default(),
+            Some("/v2/"),
+            &mut ok,
+        );
         assert!(ok.is_empty());
     }
 }

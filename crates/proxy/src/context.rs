@@ -1,0 +1,28 @@
+//! What every request of one client connection shares: the gateway, the generation it was
+//! accepted with, its site, its TLS facts and the client's address.
+
+use crate::facts::TlsFacts;
+use crate::gateway::{Gateway, Generation};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// What a connection's requests share.
+pub struct ConnContext {
+    /// Gateway state.
+    pub gateway: Arc<Gateway>,
+    /// Generation the connection was accepted with (fallback if its site disappears on reload).
+    pub accepted_with: Arc<Generation>,
+    /// Name of the site selected by SNI.
+    pub site: Arc<str>,
+    /// The same name as a metric label.
+    pub site_label: &'static str,
+    /// What the handshake established, for the access log.
+    pub tls: TlsFacts,
+    /// Client address.
+    pub peer: SocketAddr,
+    /// `h1` or `h2`.
+    pub protocol: &'static str,
+    /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.
+    pub early: Option<Arc<AtomicBool>>,
+}

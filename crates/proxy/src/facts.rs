@@ -1,0 +1,43 @@
+//! Plain facts about a connection and a request's trip upstream, gathered where they happen
+//! (the handshake in `conn`, forwarding in `upstream`) and read by the access log. A leaf: it
+//! depends on no other module of the data path.
+
+use crate::request_body::SendState;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a connection's TLS handshake established, for the access log (read once per connection).
+#[derive(Debug, Clone)]
+pub struct TlsFacts {
+    /// Server name the client sent (SNI), if any.
+    pub sni: Option<Arc<str>>,
+    /// `TLSv1.2` / `TLSv1.3`.
+    pub version: &'static str,
+    /// Cipher suite (IANA name).
+    pub cipher: &'static str,
+    /// `full`, `session_id`, `ticket` or `tls13_psk`.
+    pub resumption: &'static str,
+    /// Handshake time in milliseconds (accept to finished).
+    pub handshake_ms: f64,
+    /// Subject of the client certificate, when one was presented (client certificates are not
+    /// requested yet: always `None`).
+    pub client_subject: Option<Arc<str>>,
+}
+
+/// What forwarding to an origin reports for the log (filled in by `UpstreamGroup::forward`).
+#[derive(Debug, Default)]
+pub struct UpstreamFacts {
+    /// The upstream group (metric label).
+    pub group: Option<&'static str>,
+    /// The origin server last tried.
+    pub server: Option<http::uri::Authority>,
+    /// Time from sending to the origin's response header (or to the failure).
+    pub header_time: Option<Duration>,
+    /// The request body's progress (bytes read from the client and forwarded).
+    pub upload: Option<Arc<SendState>>,
+}
+
+/// Milliseconds with microsecond precision, as logged.
+pub fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
