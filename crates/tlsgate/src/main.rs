@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+mod admin_client;
 mod bench_cmd;
 mod check;
 mod cluster_setup;

@@ -6,9 +6,7 @@
 //! `[control]`, `[log]`): they are listed on stderr, one `not applied, needs a restart: ...` line
 //! each, and everything else in the file is in effect.
 
-use anyhow::{bail, Context};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,47 +15,21 @@ use std::time::Duration;
 pub const EXIT_NOT_APPLIED: u8 = 3;
 
 pub fn run(config: Option<&Path>, admin: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
-    let addr = match (admin, config) {
-        (Some(a), _) => a,
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let cfg = tlsgate_config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            cfg.admin.listen.context(
-                "admin.listen is not set: the gateway has no admin listener to reload through (send it SIGHUP instead)",
-            )?
-        }
-        (None, None) => bail!("give --config or --admin"),
-    };
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .with_context(|| format!("cannot reach the admin listener at {addr}; is tlsgate running?"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    stream.write_all(
-        format!(
-            "POST /reload HTTP/1.1\r\nHost: {addr}\r\n{}: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            tlsgate_admin::guard::REQUEST_HEADER
-        )
-        .as_bytes(),
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let status = response.split_whitespace().nth(1).unwrap_or("");
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let body = body.trim();
-    let not_applied = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case(tlsgate_admin::NOT_APPLIED_HEADER))
-        .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+    let addr = crate::admin_client::address(config, admin, "send it SIGHUP instead")?;
+    let answer = crate::admin_client::post(addr, "/reload", Duration::from_secs(60))?;
+    let not_applied = answer
+        .header(tlsgate_admin::NOT_APPLIED_HEADER)
+        .and_then(|n| n.parse::<usize>().ok())
         .unwrap_or(0);
-    if status != "200" {
-        eprintln!("{body}");
+    if answer.status != 200 {
+        eprintln!("{}", answer.body);
         return Ok(ExitCode::FAILURE);
     }
     if not_applied == 0 {
-        println!("{body}");
+        println!("{}", answer.body);
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("{body}");
+    eprintln!("{}", answer.body);
     eprintln!(
         "tlsgate reload: {not_applied} change(s) not applied; restart tlsgate to apply them (exit status {EXIT_NOT_APPLIED})"
     );

@@ -236,6 +236,19 @@ fn arbitrary_text_and_certificates_are_refused_while_tls_inputs_are_signed() {
     assert!(log.contains("no [[client]] permissions configured"), "{log}");
 }
 
+/// Waits until the gateway has a proven connection to `n` key servers: it starts serving before
+/// they are connected, and a handshake in that first moment finds no key server reachable.
+fn connected(gw: &Gateway, n: usize) {
+    assert!(
+        common::wait_until(Duration::from_secs(10), || gw
+            .gw
+            .metric("tlsgate_keyless_connections", &[])
+            >= n as f64),
+        "the gateway did not connect to {n} key server(s):\n{}",
+        gw.gw.log()
+    );
+}
+
 #[test]
 fn gateway_handshakes_of_every_shape_still_go_through_the_key_server() {
     require("openssl");
@@ -245,6 +258,7 @@ fn gateway_handshakes_of_every_shape_still_go_through_the_key_server() {
         &[ks.addr()],
         "[tls]\ngroups = [\"X25519MLKEM768\", \"X25519\", \"P-256\", \"P-384\", \"P-521\"]\n",
     );
+    connected(&gw, 1);
     // (s_client arguments, what its report must say: cipher suite or ECDHE group)
     let cases: &[(&[&str], &str)] = &[
         // TLS 1.3: a SHA-256 transcript, and SHA-384 ones signed with SHA-256 schemes.
@@ -385,8 +399,15 @@ fn each_gateway_identity_signs_only_with_its_permitted_keys() {
     // A real gateway as gateway-1 (two key servers): ECDSA handshakes work, RSA ones fail at
     // once, without being retried on the other key server.
     let gw = setup.gateway(&[ks.addr(), ks2.addr()], "");
+    connected(&gw, 2);
     let ok = gw.s_client("localhost", &["-tls1_3", "-sigalgs", "ecdsa_secp256r1_sha256"]);
-    assert!(ok.stdout.contains("Hello, world!"), "{}", ok.all());
+    assert!(
+        ok.stdout.contains("Hello, world!"),
+        "{}\ngateway log:\n{}\nkey server log:\n{}",
+        ok.all(),
+        gw.gw.log(),
+        ks.proc.log()
+    );
     let before = refused(&ks, "not_permitted") + refused(&ks2, "not_permitted");
     let bad = gw.s_client("localhost", &["-tls1_3", "-sigalgs", "rsa_pss_rsae_sha256"]);
     assert!(!bad.stdout.contains("Hello, world!"), "{}", bad.all());
