@@ -181,27 +181,32 @@ fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Re
 async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>, index: usize) {
     let mut pacer = Pacer::new(&sh, index, sh.plan.connections);
     match sh.plan.mode {
-        Mode::KeepAlive => loop {
-            if sh.over() {
-                return;
-            }
-            let Some(mut conn) = open(&sh, &st).await else {
-                // A failed connection attempt uses up one operation, so `-n` ends even when
-                // every attempt fails.
-                sh.claim();
-                continue;
-            };
-            loop {
-                let due = pace(&mut pacer).await;
-                if !sh.claim() {
+        // Every connection is opened once, as wrk does, even when the others have used up a
+        // small `-n` before it got to connect (so `-c N` means N handshakes); reconnects stop
+        // when the run is over.
+        Mode::KeepAlive => {
+            for attempt in 0.. {
+                if attempt > 0 && sh.over() {
                     return;
                 }
-                match request(&sh, &st, &mut conn, due).await {
-                    Some(false) => {}
-                    Some(true) | None => break,
+                let Some(mut conn) = open(&sh, &st).await else {
+                    // A failed connection attempt uses up one operation, so `-n` ends even when
+                    // every attempt fails.
+                    sh.claim();
+                    continue;
+                };
+                loop {
+                    let due = pace(&mut pacer).await;
+                    if !sh.claim() {
+                        return;
+                    }
+                    match request(&sh, &st, &mut conn, due).await {
+                        Some(false) => {}
+                        Some(true) | None => break,
+                    }
                 }
             }
-        },
+        }
         Mode::NewConn => loop {
             let due = pace(&mut pacer).await;
             if !sh.claim() {

@@ -14,15 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::{ListenerConfig, ListenerKind};
 
-/// Binds a listener's socket (SO_REUSEADDR, SO_REUSEPORT, and TCP Fast Open when configured).
-pub fn bind_listener(config: &ListenerConfig) -> std::io::Result<std::net::TcpListener> {
-    let socket = bind(config.listen, config.backlog)?;
-    if config.tfo_queue() > 0 {
-        tlsgate_tls::set_tcp_fastopen(socket.as_fd(), config.tfo_queue())?;
-    }
-    Ok(socket)
-}
-
 /// The kernel's `net.ipv4.tcp_fastopen` (per network namespace), if readable.
 pub fn tfo_sysctl() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen")
