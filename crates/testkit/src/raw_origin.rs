@@ -128,8 +128,10 @@ fn serve(mut tcp: TcpStream, seen: &Mutex<Vec<Vec<u8>>>, response: &[u8]) {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
         if complete(&buf) {
+            // Recorded before answering: when the client has the response, the record exists.
+            seen.lock().unwrap_or_else(|e| e.into_inner()).push(buf);
             let _ = tcp.write_all(response);
-            break;
+            return;
         }
     }
     seen.lock().unwrap_or_else(|e| e.into_inner()).push(buf);
