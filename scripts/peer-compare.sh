@@ -15,6 +15,9 @@
 #   SERVER_CPU   core for the server (0)         LOAD_CPU    core for the bench (1)
 #   WORK         working directory (a new /tmp/tlsgate-peer.*; kept: configs, logs, JSON)
 #   BUILD=1      rebuild tlsgate even if target/release/tlsgate exists
+#   GATEWAY_BIN  the tlsgate binary to measure as a server (default: the one built here; the
+#                load is always this tree's `tlsgate bench`): compares two builds, e.g. before
+#                and after a refactor, each against the same nginx
 # Output: Markdown tables on stdout, progress on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +91,8 @@ fi
 # A private copy, so a rebuild during the run cannot swap the binary under the measurements.
 cp "$BIN" "$WORK/tlsgate"
 BIN=$WORK/tlsgate
+cp "${GATEWAY_BIN:-$BIN}" "$WORK/tlsgate-server"
+GW_BIN=$WORK/tlsgate-server
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if [ "$(ulimit -n)" -lt $((HOLD_CONNS + 200)) ]; then
   log "warning: ulimit -n is $(ulimit -n); HOLD_CONNS=$HOLD_CONNS may fail"
@@ -144,7 +149,7 @@ start_server() {
   local s=$1
   case $s in
     tlsgate)
-      RUST_LOG=warn taskset -c "$SERVER_CPU" "$BIN" serve --config "$WORK/tlsgate.toml" >"$WORK/tlsgate.log" 2>&1 &
+      RUST_LOG=warn taskset -c "$SERVER_CPU" "$GW_BIN" serve --config "$WORK/tlsgate.toml" >"$WORK/tlsgate.log" 2>&1 &
       ;;
     nginx)
       taskset -c "$SERVER_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log" >"$WORK/nginx.log" 2>&1 &

@@ -217,36 +217,21 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// `host[:port]` or `[v6][:port]` as (lowercase host without brackets, an IP in its canonical
-/// form; port); `None` when it is neither.
+/// form; port); `None` when it is neither. The split is the one reading of a request authority,
+/// `tlsgate_config::split_authority`; a port of 0 and sub-delimiters are refused here.
 fn split_authority(s: &str) -> Option<(String, Option<u16>)> {
-    let port = |p: &str| -> Option<u16> { p.parse().ok().filter(|_| p.bytes().all(|b| b.is_ascii_digit())) };
-    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']')?;
-        let ip: std::net::Ipv6Addr = v6.parse().ok()?;
-        let port = match after {
-            "" => None,
-            p => Some(port(p.strip_prefix(':')?)?),
-        };
-        (ip.to_string(), port)
-    } else {
-        let (host, port) = match s.rsplit_once(':') {
-            Some((h, p)) => (h, Some(port(p)?)),
-            None => (s, None),
-        };
-        let valid = !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
-        if !valid {
-            return None;
-        }
-        let host = host.to_ascii_lowercase();
-        match host.parse::<IpAddr>() {
-            Ok(ip) => (ip.to_string(), port),
-            Err(_) => (host, port),
-        }
-    };
-    Some((host, port))
+    let (host, port) = tlsgate_config::split_authority(s).ok()?;
+    // Narrower than RFC 3986 on purpose: a DNS name, an IP, or `_` (no sub-delimiters, so a
+    // `*.example` in `allowed_hosts` is refused instead of never matching).
+    let plain = host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b));
+    if port == Some(0) || !plain {
+        return None;
+    }
+    let host = host.to_ascii_lowercase();
+    match host.parse::<IpAddr>() {
+        Ok(ip) => Some((ip.to_string(), port)),
+        Err(_) => Some((host, port)),
+    }
 }
 
 /// Why a request body could not be read.

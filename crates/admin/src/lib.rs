@@ -11,4 +11,4 @@ pub mod server;
 pub use guard::Guard;
 pub use hyper::{Method, StatusCode};
 pub use metrics::Metrics;
-pub use server::{serve_admin, AdminHooks, ApiFuture, ReloadReport, NOT_APPLIED_HEADER};
+pub use server::{serve_admin, AdminHooks, ApiFuture, ReloadError, ReloadReport, NOT_APPLIED_HEADER};

@@ -25,14 +25,19 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use tlsgate_error::Classify;
+
+/// Why a reload was refused: the gateway's own classified error (its message is the reason
+/// `POST /reload` answers with).
+pub type ReloadError = Box<dyn Classify + Send + Sync>;
 
 /// What the admin listener needs from the gateway.
 pub trait AdminHooks: Send + Sync + 'static {
     /// Called before each scrape, to copy counters kept elsewhere into the registry.
     fn before_scrape(&self);
-    /// Reloads the configuration; Ok(what was applied and what was not) or Err(reason it was
+    /// Reloads the configuration; Ok(what was applied and what was not) or Err(why it was
     /// refused).
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, String>> + Send>>;
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, ReloadError>> + Send>>;
     /// A JSON API request: `Some((status, JSON body))`, or `None` when no API has this path.
     fn api(&self, method: &Method, path: &str, body: &[u8]) -> Option<ApiFuture> {
         let _ = (method, path, body);

@@ -1,6 +1,8 @@
 //! Command-line options of `tlsgate bench` and their validation into a [`Plan`].
 
 use crate::tls_opts::{alpn_offers, TlsOpts};
+use crate::values::host_port;
+pub use crate::values::parse_duration;
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,15 +65,6 @@ pub struct BenchArgs {
     /// TLS and TCP options (shared with `tlsgate probe`).
     #[command(flatten)]
     pub opts: TlsOpts,
-}
-
-/// A duration as wrk takes it (`5` = 5 s) or in humantime syntax (`500ms`, `2m`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(text).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
 /// What each connection does.
@@ -182,33 +175,8 @@ pub fn split_url(url: &str) -> anyhow::Result<(String, u16, String)> {
     if authority.is_empty() || authority.contains('@') {
         bail!("{url}: expected https://HOST[:PORT][/PATH]");
     }
-    let (host, port) = split_host_port(authority, 443).with_context(|| format!("{url}: bad host or port"))?;
+    let (host, port) = host_port(authority, 443).with_context(|| format!("{url}: bad host or port"))?;
     Ok((host, port, path))
-}
-
-/// Splits `host[:port]`, `[v6][:port]`.
-pub fn split_host_port(text: &str, default_port: u16) -> anyhow::Result<(String, u16)> {
-    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let end = rest.find(']').context("unclosed [")?;
-        let host = &rest[..end];
-        match &rest[end + 1..] {
-            "" => (host, None),
-            p => (host, Some(p.strip_prefix(':').context("expected :PORT after ]")?)),
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (text, None),
-        }
-    };
-    if host.is_empty() {
-        bail!("empty host");
-    }
-    let port = match port {
-        Some(p) => p.parse::<u16>().with_context(|| format!("bad port {p:?}"))?,
-        None => default_port,
-    };
-    Ok((host.to_string(), port))
 }
 
 /// Builds the HTTP/1.1 GET request bytes.
@@ -567,13 +535,5 @@ mod tests {
         assert!(err(&["--h2", "--new-conn", "-m", "2", "https://127.0.0.1/"]).contains("--new-conn"));
         assert!(err(&["--h2", "--alpn", "http/1.1", "https://127.0.0.1/"]).contains("--alpn must offer h2"));
         assert!(err(&["--alpn", "h2,http/1.1", "https://127.0.0.1/"]).contains("add --h2"));
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
-        assert!(parse_duration("x").is_err());
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! The TLS and TCP options (`--tls`, `--ciphers`, `--groups`, `--sigalgs`, `--alpn`, `--sni`,
 //! `--connect-to`, `--cacert`, `--no-ticket`, `--tfo`, `--timeout`) are one struct shared with
-//! `tlsgate probe` ([`tls_opts`]).
+//! `tlsgate probe` ([`tls_opts`]); durations and `HOST[:PORT]` are read by [`values`].
 //!
 //! `--h2` runs HTTP/2 with `-m` streams per connection (hyper's client), or one request per
 //! connection with `--new-conn`; `--rate` paces every sender on a fixed schedule and measures
@@ -28,6 +28,7 @@ pub mod progress;
 pub mod report;
 pub mod run;
 pub mod tls_opts;
+pub mod values;
 
 pub use args::{BenchArgs, Mode, Plan};
 pub use probe::ProbeArgs;

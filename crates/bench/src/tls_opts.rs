@@ -4,7 +4,7 @@
 //! from it: the client TLS context, the address to connect to, the SNI, the per-connection SSL
 //! object and the TCP connection (with Fast Open).
 
-use crate::args::{parse_duration, split_host_port};
+use crate::values::{host_port, parse_duration};
 use anyhow::{bail, Context};
 use boring::ssl::{Ssl, SslConnector, SslConnectorBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -125,7 +125,7 @@ impl TlsOpts {
     /// Where to connect: `--connect-to` (its port defaults to `port`), else `host:port`.
     pub fn addr(&self, host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         let (h, p) = match &self.connect_to {
-            Some(to) => split_host_port(to, port).with_context(|| format!("--connect-to {to}"))?,
+            Some(to) => host_port(to, port).with_context(|| format!("--connect-to {to}"))?,
             None => (host.to_string(), port),
         };
         (h.as_str(), p)
@@ -196,14 +196,21 @@ impl TlsOpts {
     /// A failed handshake's message for the report: BoringSSL's reasons, and when the server
     /// answered with a handshake_failure alert (it found nothing acceptable in the ClientHello)
     /// while the offer was restricted, which options restricted it.
-    pub fn handshake_error(&self, e: &dyn std::fmt::Display) -> String {
-        let text = e.to_string();
+    pub fn handshake_error<S: std::fmt::Debug>(&self, e: &tokio_boring::HandshakeError<S>) -> String {
+        self.describe_failure(&e.to_string(), tlsgate_tls::failure::peer_alert(e))
+    }
+
+    /// [`Self::handshake_error`] from the error's text and the alert the server sent, if any
+    /// (by its code: BoringSSL's reason, never the text).
+    fn describe_failure(&self, text: &str, alert: Option<u8>) -> String {
+        /// TLS alert 40.
+        const HANDSHAKE_FAILURE: u8 = 40;
         let mut out = if text.starts_with("TLS handshake failed") {
-            text
+            text.to_string()
         } else {
             format!("TLS handshake failed: {text}")
         };
-        if out.contains("HANDSHAKE_FAILURE") {
+        if alert == Some(HANDSHAKE_FAILURE) {
             if let Some(r) = self.restrictions() {
                 out.push_str(&format!(" (the server accepted none of what was offered with {r})"));
             }
@@ -309,16 +316,16 @@ mod tests {
         assert_eq!(opts(&[]).restrictions(), None);
         let o = opts(&["--sigalgs", "ed25519"]);
         assert_eq!(
-            o.handshake_error(&"TLS handshake failed [SSLV3_ALERT_HANDSHAKE_FAILURE]"),
+            o.describe_failure("TLS handshake failed [SSLV3_ALERT_HANDSHAKE_FAILURE]", Some(40)),
             "TLS handshake failed [SSLV3_ALERT_HANDSHAKE_FAILURE] (the server accepted none of what was \
              offered with --sigalgs ed25519)"
         );
         assert_eq!(
-            o.handshake_error(&"connection reset"),
+            o.describe_failure("connection reset", None),
             "TLS handshake failed: connection reset"
         );
         assert_eq!(
-            opts(&[]).handshake_error(&"[SSLV3_ALERT_HANDSHAKE_FAILURE]"),
+            opts(&[]).describe_failure("[SSLV3_ALERT_HANDSHAKE_FAILURE]", Some(40)),
             "TLS handshake failed: [SSLV3_ALERT_HANDSHAKE_FAILURE]"
         );
         assert_eq!(

@@ -1,19 +1,10 @@
-//! The store operations tlsgate needs, whatever the store.
+//! The store operations tlsgate needs, whatever the store, and the error they fail with
+//! ([`StoreError`], defined in [`crate::store_error`]).
 
 use futures_util::future::BoxFuture;
 use std::time::Duration;
 
-/// A store failure (connection refused or lost, protocol error). Timeouts are applied by the caller.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StoreError(pub String);
-
-impl StoreError {
-    /// From any displayable error.
-    pub fn from_display(e: impl std::fmt::Display) -> Self {
-        Self(e.to_string())
-    }
-}
+pub use crate::store_error::{StoreError, StoreFailure, StoreSource};
 
 /// Get, set with TTL, add-if-absent with TTL, ping. Futures are `'static` so they can be polled
 /// inside a handshake on any worker runtime.

@@ -7,7 +7,7 @@
 //! connection that fails, or whose operation was abandoned at a timeout, is dropped and reopened
 //! by the next operation.
 
-use crate::backend::{Backend, StoreError};
+use crate::backend::{Backend, StoreError, StoreFailure};
 use async_memcached::{AsciiProtocol, Client};
 use futures_util::future::BoxFuture;
 use std::cell::RefCell;
@@ -20,7 +20,8 @@ use tokio::sync::Mutex;
 type Slot = Arc<Mutex<Option<Client>>>;
 
 struct Server {
-    dsn: String,
+    /// `tcp://host:port`: what the client connects to and errors name.
+    dsn: Arc<str>,
     slots: Vec<Slot>,
     next: AtomicUsize,
 }
@@ -50,7 +51,7 @@ pub struct MemcachedStore {
 
 impl std::fmt::Debug for MemcachedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let dsns: Vec<&str> = self.inner.servers.iter().map(|s| s.dsn.as_str()).collect();
+        let dsns: Vec<&str> = self.inner.servers.iter().map(|s| &*s.dsn).collect();
         f.debug_struct("MemcachedStore").field("servers", &dsns).finish()
     }
 }
@@ -64,7 +65,7 @@ impl MemcachedStore {
         let servers = servers
             .iter()
             .map(|s| Server {
-                dsn: format!("tcp://{s}"),
+                dsn: format!("tcp://{s}").into(),
                 slots: (0..connections.max(1)).map(|_| Slot::default()).collect(),
                 next: AtomicUsize::new(0),
             })
@@ -125,35 +126,50 @@ impl MemcachedStore {
         }
         let srv = &self.inner.servers[server];
         let slot = srv.slots[srv.next.fetch_add(1, Ordering::Relaxed) % srv.slots.len()].clone();
-        let task = self.inner.handle.spawn(run_on(slot, dsn, connect_timeout, op));
+        let task = self.inner.handle.spawn(run_on(slot, dsn.clone(), connect_timeout, op));
         Box::pin(async move {
             // If the caller gives up (timeout), the task still finishes or fails on its own, and an
             // operation cut short marks its connection closed for the next user.
-            task.await.map_err(|e| StoreError(format!("memcached: {e}")))?
+            task.await.map_err(|e| error(StoreFailure::Task, dsn).with_source(e))?
         })
     }
 }
 
 /// Runs `op` on the connection in `slot`, (re)connecting first if it is missing or closed.
-async fn run_on<T, F>(slot: Slot, dsn: String, connect_timeout: Duration, op: F) -> Result<T, StoreError>
+async fn run_on<T, F>(slot: Slot, dsn: Arc<str>, connect_timeout: Duration, op: F) -> Result<T, StoreError>
 where
     F: for<'c> FnOnce(&'c mut Client) -> BoxFuture<'c, Result<T, async_memcached::Error>>,
 {
     let mut guard = slot.lock().await;
     if guard.as_ref().is_none_or(Client::is_closed) {
-        let client = tokio::time::timeout(connect_timeout, Client::new(&dsn))
-            .await
-            .map_err(|_| StoreError(format!("memcached {dsn}: connect timed out")))?
-            .map_err(|e| StoreError(format!("memcached {dsn}: {e}")))?;
+        let client = match tokio::time::timeout(connect_timeout, Client::new(&*dsn)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(error(StoreFailure::Connect, dsn).with_source(e)),
+            Err(_) => return Err(error(StoreFailure::ConnectTimeout, dsn).with_timeout(connect_timeout)),
+        };
         *guard = Some(client);
     }
     let client = guard.as_mut().expect("just connected");
     op(client).await.map_err(|e| {
         if !matches!(e, async_memcached::Error::Protocol(_)) {
+            // Closed, or out of step with the server: the next operation reconnects.
             *guard = None;
         }
-        StoreError(format!("memcached {dsn}: {e}"))
+        error(operation_failure(&e), dsn).with_source(e)
     })
+}
+
+fn error(failure: StoreFailure, dsn: Arc<str>) -> StoreError {
+    StoreError::new(failure, "memcached", dsn)
+}
+
+/// How an operation on an open connection failed: the server answered with an error status or
+/// something unreadable, or the connection broke.
+fn operation_failure(e: &async_memcached::Error) -> StoreFailure {
+    match e {
+        async_memcached::Error::Protocol(_) | async_memcached::Error::ParseError(_) => StoreFailure::Command,
+        _ => StoreFailure::ConnectionLost,
+    }
 }
 
 fn ttl_secs(ttl: Duration) -> i64 {
@@ -202,5 +218,37 @@ impl Backend for MemcachedStore {
 
     fn kind(&self) -> &'static str {
         "memcached"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlsgate_error::Classify;
+
+    #[test]
+    fn error_answers_are_command_failures_the_rest_lost_connections() {
+        use async_memcached::{Error, ErrorKind, Status};
+        let answer = Error::Protocol(Status::Error(ErrorKind::NonexistentCommand));
+        assert_eq!(operation_failure(&answer), StoreFailure::Command);
+        assert_eq!(
+            operation_failure(&Error::ConnectionClosed),
+            StoreFailure::ConnectionLost
+        );
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(operation_failure(&Error::Io(io)), StoreFailure::ConnectionLost);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_server_and_may_be_retried() {
+        // Nothing listens on port 1.
+        let store = MemcachedStore::new(&["127.0.0.1:1".to_string()], 1, Duration::from_secs(2));
+        let e = store.get("k".into()).await.unwrap_err();
+        assert!(
+            matches!(e.failure(), StoreFailure::Connect | StoreFailure::ConnectTimeout),
+            "{e}"
+        );
+        assert!(e.retry_safe());
+        assert!(e.to_string().starts_with("memcached tcp://127.0.0.1:1: connect"), "{e}");
     }
 }

@@ -7,7 +7,7 @@
 //! it. A connection that breaks is dropped and re-established in the background; until then
 //! operations fail fast, which the circuit breaker turns into "do not ask" after a few failures.
 
-use crate::backend::{Backend, StoreError};
+use crate::backend::{Backend, StoreError, StoreFailure};
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
@@ -15,6 +15,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisError};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,6 +68,8 @@ fn with_slot<R>(store: u64, f: impl FnOnce(&mut ThreadSlot) -> R) -> R {
 struct Inner {
     id: u64,
     mode: RedisMode,
+    /// The servers as errors name them (credentials removed).
+    server: Arc<str>,
     target: Target,
     conn: Mutex<Option<Conn>>,
     connecting: AtomicBool,
@@ -75,6 +78,56 @@ struct Inner {
     io_timeout: Duration,
     /// The runtime that owns the connection's driver task (the control loop's).
     handle: tokio::runtime::Handle,
+}
+
+impl Inner {
+    fn error(&self, failure: StoreFailure) -> StoreError {
+        StoreError::new(failure, "redis", self.server.clone())
+    }
+
+    /// A failed connect: timed out (after `io_timeout`) or refused.
+    fn connect_error(&self, e: RedisError) -> StoreError {
+        if e.is_timeout() {
+            self.error(StoreFailure::ConnectTimeout)
+                .with_timeout(self.io_timeout)
+                .with_source(e)
+        } else {
+            self.error(StoreFailure::Connect).with_source(e)
+        }
+    }
+
+    /// A failed command: no answer in time, connection lost, or an error reply.
+    fn command_error(&self, e: RedisError) -> StoreError {
+        let failure = if e.is_timeout() {
+            StoreFailure::Timeout
+        } else if e.is_io_error() || e.is_connection_dropped() {
+            StoreFailure::ConnectionLost
+        } else {
+            StoreFailure::Command
+        };
+        self.error(failure).with_source(e)
+    }
+}
+
+/// The servers of a deployment as errors name them, without credentials.
+fn describe(mode: RedisMode, servers: &[String], sentinel_service: Option<&str>) -> Arc<str> {
+    let urls = servers.iter().map(|s| redacted(s)).collect::<Vec<_>>().join(",");
+    match mode {
+        RedisMode::Single => urls.into(),
+        RedisMode::Sentinel => format!("{urls} (sentinel service {})", sentinel_service.unwrap_or_default()).into(),
+        RedisMode::Cluster => format!("{urls} (cluster)").into(),
+    }
+}
+
+/// `url` without the `user:password@` part of its authority.
+fn redacted(url: &str) -> Cow<'_, str> {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+        if let Some(at) = authority.rfind('@') {
+            return format!("{scheme}://{}", &rest[at + 1..]).into();
+        }
+    }
+    url.into()
 }
 
 /// A Redis deployment.
@@ -101,9 +154,12 @@ impl RedisStore {
         sentinel_service: Option<&str>,
         io_timeout: Duration,
     ) -> Result<Self, StoreError> {
+        let server = describe(mode, servers, sentinel_service);
+        let invalid = |e: RedisError| StoreError::new(StoreFailure::Invalid, "redis", server.clone()).with_source(e);
         let target = match mode {
             RedisMode::Single => {
-                Target::Single(redis::Client::open(servers[0].as_str()).map_err(StoreError::from_display)?)
+                let url = servers.first().map_or("", String::as_str);
+                Target::Single(redis::Client::open(url).map_err(invalid)?)
             }
             RedisMode::Sentinel => Target::Sentinel(tokio::sync::Mutex::new(
                 SentinelClient::build(
@@ -112,7 +168,7 @@ impl RedisStore {
                     None,
                     SentinelServerType::Master,
                 )
-                .map_err(StoreError::from_display)?,
+                .map_err(invalid)?,
             )),
             RedisMode::Cluster => Target::Cluster(
                 ClusterClient::builder(servers.to_vec())
@@ -120,13 +176,14 @@ impl RedisStore {
                     .response_timeout(io_timeout)
                     .retries(1)
                     .build()
-                    .map_err(StoreError::from_display)?,
+                    .map_err(invalid)?,
             ),
         };
         Ok(Self {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
                 mode,
+                server,
                 target,
                 conn: Mutex::new(None),
                 connecting: AtomicBool::new(false),
@@ -200,7 +257,7 @@ impl RedisStore {
                 inner.connecting.store(false, Ordering::Release);
             });
         }
-        Err(StoreError("redis: not connected".into()))
+        Err(self.inner.error(StoreFailure::NotConnected))
     }
 
     fn run<T: FromRedisValue + Send + 'static>(&self, cmd: Cmd) -> BoxFuture<'static, Result<T, StoreError>> {
@@ -220,7 +277,7 @@ impl RedisStore {
                     // No answer within io_timeout: treat the connection as hung, as on an error.
                     with_slot(inner.id, |slot| slot.conn = None);
                     *inner.conn.lock() = None;
-                    return Err(StoreError(format!("redis: no answer within {:?}", inner.io_timeout)));
+                    return Err(inner.error(StoreFailure::Timeout).with_timeout(inner.io_timeout));
                 }
             };
             result.map_err(|e| {
@@ -230,7 +287,7 @@ impl RedisStore {
                     with_slot(inner.id, |slot| slot.conn = None);
                     *inner.conn.lock() = None;
                 }
-                StoreError(format!("redis: {e}"))
+                inner.command_error(e)
             })
         })
     }
@@ -265,9 +322,7 @@ impl Backend for RedisStore {
         let this = self.clone();
         Box::pin(async move {
             if inner.conn.lock().is_none() {
-                let c = Self::connect(&inner)
-                    .await
-                    .map_err(|e| StoreError(format!("redis: {e}")))?;
+                let c = Self::connect(&inner).await.map_err(|e| inner.connect_error(e))?;
                 *inner.conn.lock() = Some(c);
             }
             this.run::<String>(redis::cmd("PING")).await.map(|_| ())
@@ -281,5 +336,61 @@ impl Backend for RedisStore {
     fn reset(&self) {
         self.inner.generation.fetch_add(1, Ordering::AcqRel);
         *self.inner.conn.lock() = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_never_show_credentials() {
+        assert_eq!(redacted("redis://:s3cret@10.0.0.5:6379/2"), "redis://10.0.0.5:6379/2");
+        assert_eq!(redacted("rediss://user:p@ss@h:6380"), "rediss://h:6380");
+        assert_eq!(redacted("redis://10.0.0.5:6379"), "redis://10.0.0.5:6379");
+        assert_eq!(redacted("10.0.0.5:6379"), "10.0.0.5:6379");
+        let servers = ["redis://a:1@s1:26379".to_string(), "redis://s2:26379".to_string()];
+        assert_eq!(
+            &*describe(RedisMode::Sentinel, &servers, Some("tlsgate")),
+            "redis://s1:26379,redis://s2:26379 (sentinel service tlsgate)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_is_a_configuration_error_with_its_cause() {
+        use tlsgate_error::{Classify, Side};
+        let e = RedisStore::new(
+            RedisMode::Single,
+            &["nope://:pw@x".to_string()],
+            None,
+            Duration::from_millis(100),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.side(), e.kind(), e.failure()),
+            (Side::Config, "store_config", StoreFailure::Invalid)
+        );
+        assert!(
+            e.to_string().starts_with("redis nope://x: invalid configuration: "),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[tokio::test]
+    async fn operations_before_the_first_connection_fail_fast_and_may_be_retried() {
+        use tlsgate_error::Classify;
+        // Nothing listens on port 1: the background connect fails, the operation does not wait.
+        let store = RedisStore::new(
+            RedisMode::Single,
+            &["redis://127.0.0.1:1".to_string()],
+            None,
+            Duration::from_millis(100),
+        )
+        .unwrap();
+        let e = store.get("k".into()).await.unwrap_err();
+        assert_eq!(e.failure(), StoreFailure::NotConnected);
+        assert!(e.retry_safe());
+        assert_eq!(e.to_string(), "redis redis://127.0.0.1:1: not connected");
     }
 }

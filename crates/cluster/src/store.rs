@@ -3,7 +3,6 @@
 //! handshake path, and single-use claims for 0-RTT — all behind one circuit breaker.
 
 use crate::backend::{Backend, StoreError};
-use crate::breaker::Breaker;
 use crate::memcached_store::MemcachedStore;
 use crate::redis_store::RedisStore;
 use crate::seal::Sealer;
@@ -11,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::{ClusterConfig, StoreKind};
+use tlsgate_timer::{Breaker, Recovery};
 use tlsgate_tls::early_data::{Claim, ClaimFuture, ReplayGuard};
 use tlsgate_tls::secret::ClusterSecret;
 use tlsgate_tls::session_cache::{RemoteLookup, RemoteSessions};
@@ -95,7 +95,9 @@ impl ClusterStore {
             )?),
             StoreKind::Memcached => Arc::new(MemcachedStore::new(&config.servers, config.connections, io_timeout)),
         };
-        let breaker = Arc::new(Breaker::new(config.breaker_failures));
+        // Open from the start: the probe closes it as soon as the store first answers, so a
+        // gateway starting before its store never waits on it.
+        let breaker = Arc::new(Breaker::new(config.breaker_failures, Recovery::Probe).starting_open());
         let stats = Arc::new(StoreStats::default());
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_sessions(
@@ -129,7 +131,7 @@ impl ClusterStore {
 
     /// Times the breaker opened.
     pub fn breaker_opened_total(&self) -> u64 {
-        self.breaker.opened_total.load(Ordering::Relaxed)
+        self.breaker.opened_total()
     }
 
     /// `redis` or `memcached`.

@@ -12,12 +12,14 @@
 //!   path, query, fragment or credentials). `https://` sets [`OriginAddr::tls`].
 //!
 //! [`OriginAddr::parse_host_port`] accepts the first two forms only (key servers and memcached
-//! servers have no scheme). Ports are `1..=65535`. Every refusal is an [`AddressError`] whose
+//! servers have no scheme); [`OriginAddr::parse_url`] accepts the URL forms with a path and
+//! query too (OCSP responders). Ports are `1..=65535`. Every refusal is an [`AddressError`] whose
 //! message says what is wrong and, where it can, what to write instead.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
+use tlsgate_error::{Classify, Side};
 
 /// Longest DNS name (RFC 1035 2.3.4, without the trailing dot).
 const MAX_NAME_LEN: usize = 253;
@@ -156,6 +158,9 @@ pub enum AddressError {
         /// The scheme as written.
         scheme: String,
     },
+    /// No `scheme://` where a URL is expected (an OCSP responder).
+    #[error("is not a URL; write http://host[:port][/path]")]
+    NotAUrl,
     /// A URL where only `host:port` is accepted (key servers, memcached servers).
     #[error("a URL is not accepted here; write host:port")]
     UrlNotAllowed,
@@ -168,6 +173,17 @@ pub enum AddressError {
     /// `http://user:pw@h:80`.
     #[error("credentials (user@) are not allowed in an address")]
     Credentials,
+}
+
+/// An operator's address in a configuration file; a caller that reads an address from an API
+/// request wraps the error as [`Side::Downstream`] (e.g. with [`tlsgate_error::Error::downstream`]).
+impl Classify for AddressError {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        "address"
+    }
 }
 
 fn char_hint(ch: &char) -> &'static str {
@@ -188,6 +204,16 @@ impl OriginAddr {
     /// Parses `host:port` or `[v6]:port` only (no URL); `tls` is false.
     pub fn parse_host_port(text: &str) -> Result<Self, AddressError> {
         parse(text, false)
+    }
+
+    /// Parses an `http://` or `https://` URL that may go on with a path and query (an OCSP
+    /// responder): the server, and the rest from the first `/`, `?` or `#` on (empty when none).
+    pub fn parse_url(text: &str) -> Result<(Self, &str), AddressError> {
+        if text.is_empty() {
+            return Err(AddressError::Empty);
+        }
+        let (tls, authority, path) = split_url(text)?.ok_or(AddressError::NotAUrl)?;
+        Ok((url_server(authority, tls)?, path))
     }
 
     /// `host:port` with an IPv6 host in brackets: what goes into a URI authority or
@@ -229,9 +255,24 @@ fn parse(text: &str, allow_url: bool) -> Result<OriginAddr, AddressError> {
     if text.is_empty() {
         return Err(AddressError::Empty);
     }
-    let Some((scheme, rest)) = text.split_once("://") else {
+    let Some((tls, authority, path)) = split_url(text)? else {
         let (host, port) = split_host_port(text, None)?;
         return Ok(OriginAddr { host, port, tls: false });
+    };
+    if !allow_url {
+        return Err(AddressError::UrlNotAllowed);
+    }
+    if !path.is_empty() && path != "/" {
+        return Err(AddressError::PathNotAllowed { path: path.to_string() });
+    }
+    url_server(authority, tls)
+}
+
+/// `scheme://authority[path]`: whether the scheme is `https`, the authority, and the rest from
+/// the first `/`, `?` or `#` on. `None` when there is no `://`; only `http` and `https` pass.
+fn split_url(text: &str) -> Result<Option<(bool, &str, &str)>, AddressError> {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return Ok(None);
     };
     let tls = match scheme.to_ascii_lowercase().as_str() {
         "http" => false,
@@ -242,16 +283,15 @@ fn parse(text: &str, allow_url: bool) -> Result<OriginAddr, AddressError> {
             })
         }
     };
-    if !allow_url {
-        return Err(AddressError::UrlNotAllowed);
-    }
     let (authority, path) = match rest.find(['/', '?', '#']) {
         Some(at) => rest.split_at(at),
         None => (rest, ""),
     };
-    if !path.is_empty() && path != "/" {
-        return Err(AddressError::PathNotAllowed { path: path.to_string() });
-    }
+    Ok(Some((tls, authority, path)))
+}
+
+/// The server of a URL: its authority, with the scheme's default port when it names none.
+fn url_server(authority: &str, tls: bool) -> Result<OriginAddr, AddressError> {
     if authority.contains('@') {
         return Err(AddressError::Credentials);
     }
@@ -362,8 +402,68 @@ fn parse_host(host: &str) -> Result<Host, AddressError> {
     Ok(Host::Name(host.to_ascii_lowercase()))
 }
 
+/// Splits the authority of a request (a `Host` header, HTTP/2 `:authority`, the host of an
+/// `Origin`) into its host, without IPv6 brackets, and its port when one is written: the one
+/// reading of a client's `host[:port]` / `[v6][:port]` for every listener (proxy routing, the
+/// admin and console guards). Lenient where RFC 3986 is (a reg-name may hold `_`, `~`,
+/// sub-delimiters and percent-escapes; a trailing dot stays), strict on shape: an IPv6 host must
+/// parse and be bracketed, a port is digits in `0..=65535`. Borrows; allocates nothing.
+pub fn split_authority(text: &str) -> Result<(&str, Option<u16>), AddressError> {
+    let port_of = |p: &str| -> Result<u16, AddressError> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(AddressError::BadPort { port: p.to_string() });
+        }
+        p.parse().map_err(|_| AddressError::BadPort { port: p.to_string() })
+    };
+    if let Some(after) = text.strip_prefix('[') {
+        let (inner, rest) = after.split_once(']').ok_or(AddressError::UnclosedBracket)?;
+        inner.parse::<Ipv6Addr>().map_err(|_| AddressError::BadIpv6 {
+            inner: inner.to_string(),
+        })?;
+        let port = match rest {
+            "" => None,
+            _ => match rest.strip_prefix(':') {
+                Some(p) => Some(port_of(p)?),
+                None => return Err(AddressError::AfterBracket { rest: rest.to_string() }),
+            },
+        };
+        return Ok((inner, port));
+    }
+    let (host, port) = match text.split_once(':') {
+        Some((host, port)) if !port.contains(':') => (host, Some(port_of(port)?)),
+        Some(_) => return Err(AddressError::TooManyColons),
+        None => (text, None),
+    };
+    if host.is_empty() {
+        return Err(AddressError::MissingHost);
+    }
+    let reg_name = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c);
+    if let Some(ch) = host.chars().find(|c| !reg_name(*c)) {
+        return Err(AddressError::BadHostChar {
+            host: host.to_string(),
+            ch,
+        });
+    }
+    Ok((host, port))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn request_authorities_split_without_allocating_or_guessing() {
+        assert_eq!(split_authority("Example.com"), Ok(("Example.com", None)));
+        assert_eq!(split_authority("example.com:8443"), Ok(("example.com", Some(8443))));
+        assert_eq!(split_authority("my_host.local."), Ok(("my_host.local.", None)));
+        assert_eq!(split_authority("[::1]:443"), Ok(("::1", Some(443))));
+        assert_eq!(split_authority("[::1]"), Ok(("::1", None)));
+        assert_eq!(split_authority("10.0.0.1:0"), Ok(("10.0.0.1", Some(0))));
+        for bad in [
+            "", ":80", "h:", "h:x", "h:65536", "::1", "[::1", "[nope]", "[::1]x", "a b", "a/b", "a@b",
+        ] {
+            assert!(split_authority(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
     use super::*;
 
     fn ok(text: &str) -> OriginAddr {
@@ -570,6 +670,7 @@ mod tests {
             "port \"p\" is not a number in 1..=65535"
         );
         assert!(err("ftp://h").to_string().contains("\"ftp\" is not supported"));
+        assert_eq!((err("h").side(), err("h").kind()), (Side::Config, "address"));
     }
 
     #[test]
@@ -594,6 +695,32 @@ mod tests {
             OriginAddr::parse_host_port("[::1]:2407").unwrap(),
             ip("::1", 2407, false)
         );
+    }
+
+    #[test]
+    fn urls_with_paths_keep_the_path() {
+        let (server, path) = OriginAddr::parse_url("http://ocsp.example.com/ca?x=1").unwrap();
+        assert_eq!((server, path), (name("ocsp.example.com", 80, false), "/ca?x=1"));
+        let (server, path) = OriginAddr::parse_url("HTTP://[::1]:8888").unwrap();
+        assert_eq!((server, path), (ip("::1", 8888, false), ""));
+        assert!(OriginAddr::parse_url("https://h/").unwrap().0.tls);
+        for (text, want) in [
+            ("", AddressError::Empty),
+            ("ocsp.example:80", AddressError::NotAUrl),
+            ("http://", AddressError::MissingHost),
+            ("http:///ocsp", AddressError::MissingHost),
+            ("http://u@h/", AddressError::Credentials),
+            ("ldap://h/", AddressError::UnsupportedScheme { scheme: "ldap".into() }),
+            (
+                "http://my_host/",
+                AddressError::BadHostChar {
+                    host: "my_host".into(),
+                    ch: '_',
+                },
+            ),
+        ] {
+            assert_eq!(OriginAddr::parse_url(text), Err(want), "{text:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! tlsgate configuration: the TOML model ([`model`]), loading with errors that name the file
-//! and the field, and semantic validation ([`validate`]).
+//! and the field ([`load()`], [`ConfigError`]), and semantic validation ([`validate`]).
 //!
 //! Loading never touches certificates' contents: that is `tlsgate check`'s job (tlsgate-tls's
 //! `lint` module), so that this crate stays free of TLS dependencies.
@@ -7,78 +7,19 @@
 
 pub mod address;
 pub mod duration;
+mod error;
+mod issue;
+mod load;
+pub mod member;
 pub mod model;
 pub mod request_edit;
 pub mod validate;
 
-pub use address::{AddressError, Host, OriginAddr};
+pub use address::{split_authority, AddressError, Host, OriginAddr};
 pub use duration::Duration;
+pub use error::{ConfigError, ParseError};
+pub use issue::{Issue, Severity};
+pub use load::{load, parse, resolve_paths, LoadedConfig};
+pub use member::Member;
 pub use model::*;
 pub use request_edit::{Cidr, HeaderEdits};
-pub use validate::{ConfigError, Issue, Severity};
-
-use std::path::{Path, PathBuf};
-
-/// A configuration together with the file it came from (relative paths inside it are resolved
-/// against that file's directory).
-#[derive(Debug, Clone)]
-pub struct LoadedConfig {
-    /// Where it was read from.
-    pub path: PathBuf,
-    /// The parsed, path-resolved and validated configuration.
-    pub config: Config,
-}
-
-/// Reads, parses, resolves relative paths and validates a configuration file.
-pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let mut config = parse(&text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        message: e,
-    })?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    resolve_paths(&mut config, base);
-    let issues = validate::validate(&config);
-    if issues.iter().any(|i| i.severity == Severity::Error) {
-        return Err(ConfigError::Invalid {
-            path: path.to_path_buf(),
-            issues,
-        });
-    }
-    Ok(LoadedConfig {
-        path: path.to_path_buf(),
-        config,
-    })
-}
-
-/// Parses TOML text into a [`Config`] (no path resolution, no validation).
-pub fn parse(text: &str) -> Result<Config, String> {
-    toml::from_str(text).map_err(|e| e.to_string())
-}
-
-/// Makes every relative certificate/key path (and the access-log file) relative to `base`.
-pub fn resolve_paths(config: &mut Config, base: &Path) {
-    let mut paths: Vec<&mut PathBuf> = Vec::new();
-    for site in &mut config.sites {
-        for cert in &mut site.certificates {
-            paths.push(&mut cert.chain);
-            paths.extend(cert.key.as_mut());
-            paths.extend(cert.ocsp_file.as_mut());
-        }
-    }
-    paths.extend(config.log.access_log_file.as_mut());
-    if let Some(c) = &mut config.cluster {
-        paths.extend(c.secret_files.iter_mut());
-    }
-    if let Some(k) = &mut config.keyless {
-        paths.extend([&mut k.client_certificate, &mut k.client_key, &mut k.server_ca]);
-    }
-    for p in paths {
-        if p.is_relative() {
-            *p = base.join(&*p);
-        }
-    }
-}

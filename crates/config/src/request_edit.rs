@@ -6,6 +6,8 @@
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use tlsgate_error::{Classify, Side};
+
 /// Header changes applied to requests (before forwarding) or responses (before the client).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -43,6 +45,15 @@ pub enum CidrError {
     /// Bits set below the prefix (`10.1.0.0/8`): almost always a typo.
     #[error("{0} has bits set after the prefix; write the network address")]
     HostBits(String),
+}
+
+impl Classify for CidrError {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        "cidr"
+    }
 }
 
 impl TryFrom<String> for Cidr {
@@ -136,5 +147,7 @@ mod tests {
         assert!(matches!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix(_))));
         assert!(matches!("10.0.0.0/x".parse::<Cidr>(), Err(CidrError::Prefix(_))));
         assert!(matches!("example.com/8".parse::<Cidr>(), Err(CidrError::Address(_))));
+        let e = "10.0.0.0/33".parse::<Cidr>().unwrap_err();
+        assert_eq!((e.side(), e.kind()), (Side::Config, "cidr"));
     }
 }

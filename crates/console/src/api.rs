@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use tlsgate_control::ctl::{self, Group, MemberEdit};
 use tlsgate_control::ControlError;
+use tlsgate_error::{Classify, Side};
 
 /// A handler's answer.
 pub type Answer = (StatusCode, Value);
@@ -55,8 +56,38 @@ pub struct CommentBody {
     pub comment: Option<String>,
 }
 
+/// Why an edit of the request body was refused (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// `weight` without a weight.
+    #[error("weight for {address} is missing")]
+    MissingWeight {
+        /// The member the edit is for.
+        address: String,
+    },
+    /// An op that is none of the five.
+    #[error("unknown op {op:?} (add, remove, drain, undrain, weight)")]
+    UnknownOp {
+        /// The op as sent.
+        op: String,
+    },
+}
+
+impl Classify for EditError {
+    fn side(&self) -> Side {
+        Side::Downstream
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::MissingWeight { .. } => "missing_weight",
+            Self::UnknownOp { .. } => "unknown_op",
+        }
+    }
+}
+
 /// Turns one request edit into a control-plane edit.
-pub fn to_edit(e: &EditRequest) -> Result<MemberEdit, String> {
+pub fn to_edit(e: &EditRequest) -> Result<MemberEdit, EditError> {
     Ok(match e.op.as_str() {
         "add" => MemberEdit::Add {
             weight: e.weight.unwrap_or(1),
@@ -65,8 +96,10 @@ pub fn to_edit(e: &EditRequest) -> Result<MemberEdit, String> {
         "remove" => MemberEdit::Remove,
         "drain" => MemberEdit::Drain(true),
         "undrain" => MemberEdit::Drain(false),
-        "weight" => MemberEdit::Weight(e.weight.ok_or_else(|| format!("weight for {} is missing", e.address))?),
-        other => return Err(format!("unknown op {other:?} (add, remove, drain, undrain, weight)")),
+        "weight" => MemberEdit::Weight(e.weight.ok_or_else(|| EditError::MissingWeight {
+            address: e.address.clone(),
+        })?),
+        other => return Err(EditError::UnknownOp { op: other.to_string() }),
     })
 }
 
@@ -175,7 +208,7 @@ pub async fn edit_members(state: &State, who: &Identity, pool: &str, body: &[u8]
     for e in &edits {
         match to_edit(e) {
             Ok(edit) => list.push((Group::Pool(pool.to_string()), e.address.clone(), edit)),
-            Err(why) => return bad_request(why),
+            Err(why) => return bad_request(why.to_string()),
         }
     }
     match ctl::edit_members(&state.store, &list, who.author(), comment.as_deref()).await {
@@ -325,6 +358,18 @@ mod tests {
             panic!()
         };
         assert_eq!(comment.as_deref(), Some("x"));
-        assert!(to_edit(&edits[0]).is_err());
+        let e = to_edit(&edits[0]).unwrap_err();
+        assert_eq!(e.to_string(), "weight for a:1 is missing");
+        assert_eq!((e.side(), e.kind()), (Side::Downstream, "missing_weight"));
+        let op = EditRequest {
+            op: "shout".into(),
+            address: "a:1".into(),
+            weight: None,
+            drain: false,
+        };
+        assert_eq!(
+            to_edit(&op).unwrap_err().to_string(),
+            "unknown op \"shout\" (add, remove, drain, undrain, weight)"
+        );
     }
 }

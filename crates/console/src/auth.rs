@@ -3,6 +3,7 @@
 //! sent, still names the author); on any other bind every request but `/healthz` and the login
 //! form needs one, and the console refuses to start without a token.
 
+use crate::error::ConsoleError;
 use hyper::header::{AUTHORIZATION, COOKIE};
 use hyper::HeaderMap;
 use std::collections::HashMap;
@@ -47,17 +48,13 @@ pub struct Auth {
 impl Auth {
     /// For a console bound to `listen` with `token` (from `--token-file`). Errors when the
     /// bind is not loopback and there is no token, or the token is too short.
-    pub fn new(listen: SocketAddr, token: Option<String>) -> Result<Self, String> {
-        if let Some(t) = &token {
-            if t.len() < MIN_TOKEN_LEN {
-                return Err(format!("the token must be at least {MIN_TOKEN_LEN} characters"));
-            }
+    pub fn new(listen: SocketAddr, token: Option<String>) -> Result<Self, ConsoleError> {
+        if token.as_ref().is_some_and(|t| t.len() < MIN_TOKEN_LEN) {
+            return Err(ConsoleError::ShortToken { min: MIN_TOKEN_LEN });
         }
         let open = listen.ip().is_loopback();
         if !open && token.is_none() {
-            return Err(format!(
-                "refusing to listen on {listen} (not loopback) without --token-file"
-            ));
+            return Err(ConsoleError::TokenRequired(listen));
         }
         Ok(Self {
             token,
@@ -76,6 +73,16 @@ impl Auth {
         match &self.token {
             Some(t) => constant_time_eq(t.as_bytes(), candidate.trim().as_bytes()),
             None => false,
+        }
+    }
+
+    /// A login with `candidate` (the form's token): the new session's id for the cookie, or
+    /// [`ConsoleError::WrongToken`].
+    pub fn login(&self, candidate: &str) -> Result<String, ConsoleError> {
+        if self.token_matches(candidate) {
+            Ok(self.new_session())
+        } else {
+            Err(ConsoleError::WrongToken)
         }
     }
 
@@ -104,7 +111,9 @@ impl Auth {
 
     /// Starts a session; returns its id for the cookie.
     pub fn new_session(&self) -> String {
-        let id: [u8; 32] = rand::random();
+        // BoringSSL's generator, the one source of secrets in tlsgate (it aborts rather than fail).
+        let mut id = [0u8; 32];
+        boring::rand::rand_bytes(&mut id).expect("BoringSSL's random generator");
         let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
         let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -137,17 +146,18 @@ impl Auth {
     }
 }
 
+/// Equal contents, compared in time independent of where they differ (BoringSSL's
+/// `CRYPTO_memcmp`); only the lengths are compared in the open.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for (i, x) in a.iter().enumerate() {
-        diff |= usize::from(x ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
+    a.len() == b.len() && boring::memcmp::eq(a, b)
 }
 
 /// Reads the token from `path` (surrounding whitespace removed).
-pub fn read_token(path: &std::path::Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn read_token(path: &std::path::Path) -> Result<String, ConsoleError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConsoleError::ReadToken {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(text.trim().to_string())
 }
 
@@ -155,14 +165,21 @@ pub fn read_token(path: &std::path::Path) -> Result<String, String> {
 mod tests {
     use super::*;
     use hyper::header::HeaderValue;
+    use tlsgate_error::{Classify, Side};
 
     const T: &str = "0123456789abcdef0123";
 
     #[test]
     fn non_loopback_needs_a_token() {
         let any: SocketAddr = "0.0.0.0:9800".parse().unwrap();
-        assert!(Auth::new(any, None).is_err());
-        assert!(Auth::new(any, Some("short".into())).is_err());
+        let refused = |token: Option<&str>| Auth::new(any, token.map(str::to_string)).expect_err("refused");
+        let e = refused(None);
+        assert_eq!((e.side(), e.kind()), (Side::Config, "token_required"));
+        assert_eq!(
+            e.to_string(),
+            "refusing to listen on 0.0.0.0:9800 (not loopback) without --token-file"
+        );
+        assert_eq!(refused(Some("short")).kind(), "token_too_short");
         let a = Auth::new(any, Some(T.into())).unwrap();
         let mut h = HeaderMap::new();
         assert_eq!(a.identify(&h), None);
@@ -182,6 +199,33 @@ mod tests {
         assert_eq!(a.identify(&h), Some(Identity::Token));
         a.end_session(&h);
         assert_eq!(a.identify(&h), None);
+    }
+
+    #[test]
+    fn a_login_with_the_wrong_token_is_the_callers_fault() {
+        let a = Auth::new("0.0.0.0:9800".parse().unwrap(), Some(T.into())).unwrap();
+        let e = a.login("wrong-token-wrong-token").unwrap_err();
+        assert_eq!((e.side(), e.kind()), (Side::Downstream, "wrong_token"));
+        let id = a.login(&format!(" {T}\n")).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(COOKIE, HeaderValue::from_str(&format!("{COOKIE_NAME}={id}")).unwrap());
+        assert_eq!(a.identify(&h), Some(Identity::Token));
+        let missing = std::path::Path::new("/nonexistent/token");
+        let e = read_token(missing).unwrap_err();
+        assert_eq!(e.kind(), "token_unreadable");
+        assert!(e.to_string().starts_with("cannot read /nonexistent/token: "), "{e}");
+    }
+
+    #[test]
+    fn session_ids_are_fresh_and_tokens_match_only_exactly() {
+        let a = Auth::new("127.0.0.1:9800".parse().unwrap(), Some(T.into())).unwrap();
+        let (x, y) = (a.new_session(), a.new_session());
+        assert_ne!(x, y);
+        assert!(x.len() == 64 && x.bytes().all(|b| b.is_ascii_hexdigit()), "{x}");
+        assert!(a.token_matches(T));
+        assert!(!a.token_matches(&T[..T.len() - 1]), "a prefix");
+        assert!(!a.token_matches(&format!("{T}0")), "longer");
+        assert!(!a.token_matches("1123456789abcdef0123"), "one byte differs");
     }
 
     #[test]

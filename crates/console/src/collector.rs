@@ -1,16 +1,16 @@
 //! The collector: every interval (2 s by default) it lists the live nodes from the registry,
 //! scrapes each one's `admin_url` `/metrics` (and `/keyless/pools`), computes its
 //! [`Figures`] against the previous scrape, and keeps the latest [`Snapshot`] plus a short
-//! history of cluster totals for the live charts.
+//! history of cluster totals for the live charts. One node's scrape is [`crate::scrape`].
 
 use crate::figures::{compute, Figures};
 use crate::prom::Scrape;
+use crate::scrape::scrape;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tlsgate_control::{now_ms, ControlStore, NodeStatus};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How many chart points are kept (at 2 s: five minutes).
 pub const SERIES_LEN: usize = 150;
@@ -103,7 +103,7 @@ pub async fn run(store: ControlStore, shared: Shared, interval: Duration) {
                     view.pools = pools;
                     last.insert(view.status.node_id.clone(), (now, cur));
                 }
-                Err(e) => view.scrape_error = Some(e),
+                Err(e) => view.scrape_error = Some(e.to_string()),
             }
             views.push(view);
         }
@@ -149,53 +149,4 @@ async fn futures_join<T: Send + 'static>(futs: Vec<tokio::task::JoinHandle<T>>) 
         }
     }
     out
-}
-
-type ScrapeResult = Result<(String, Option<serde_json::Value>), String>;
-
-fn scrape(admin_url: Option<String>) -> tokio::task::JoinHandle<ScrapeResult> {
-    tokio::spawn(async move {
-        let url = admin_url.ok_or_else(|| "no admin_url in its registry entry".to_string())?;
-        let authority = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("admin_url {url:?} is not http://"))?
-            .trim_end_matches('/')
-            .to_string();
-        let (status, metrics) = http_get(&authority, "/metrics").await?;
-        if status != 200 {
-            return Err(format!("GET {url}/metrics: HTTP {status}"));
-        }
-        let pools = match http_get(&authority, "/keyless/pools").await {
-            Ok((200, body)) => serde_json::from_str(&body).ok(),
-            _ => None,
-        };
-        Ok((metrics, pools))
-    })
-}
-
-/// A bounded plain HTTP/1.0 GET (the admin listener is plain HTTP): (status, body).
-pub async fn http_get(authority: &str, path: &str) -> Result<(u16, String), String> {
-    let work = async {
-        let mut s = tokio::net::TcpStream::connect(authority)
-            .await
-            .map_err(|e| format!("connect {authority}: {e}"))?;
-        let req = format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        s.take(16 << 20)
-            .read_to_end(&mut buf)
-            .await
-            .map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&buf);
-        let (head, body) = text.split_once("\r\n\r\n").ok_or("no HTTP header")?;
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or("bad status line")?;
-        Ok::<_, String>((status, body.to_string()))
-    };
-    tokio::time::timeout(Duration::from_secs(2), work)
-        .await
-        .map_err(|_| format!("{authority}{path}: no answer within 2 s"))?
 }

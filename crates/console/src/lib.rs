@@ -7,6 +7,8 @@
 //! - [`api`]: the JSON API handlers.
 //! - [`auth`]: token / session-cookie authentication; open on loopback only.
 //! - [`collector`]: scrapes every node's `/metrics` every interval into a [`collector::Snapshot`].
+//! - [`scrape`]: one node's scrape (a bounded plain-HTTP GET of its admin listener).
+//! - [`error`]: why the console refused to start or refused a login.
 //! - [`figures`]: what one node's metrics say (rates, quantiles, key servers, session cache).
 //! - [`prom`]: the Prometheus text reader.
 #![forbid(unsafe_code)]
@@ -14,12 +16,15 @@
 pub mod api;
 pub mod auth;
 pub mod collector;
+pub mod error;
 pub mod figures;
 pub mod prom;
+pub mod scrape;
 pub mod server;
 
 use auth::Auth;
 use collector::{Shared, Snapshot};
+pub use error::ConsoleError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,18 +78,20 @@ pub struct Console {
 impl Console {
     /// Checks the configuration (a non-loopback bind needs a token, allowed hosts must be host
     /// names or addresses) and binds.
-    pub async fn bind(config: ConsoleConfig) -> Result<Self, String> {
+    pub async fn bind(config: ConsoleConfig) -> Result<Self, ConsoleError> {
         let auth = Auth::new(config.listen, config.token)?;
         // Checked before binding with the configured address; rebuilt below with the bound port.
-        Guard::new(config.listen, &config.allowed_hosts).map_err(|e| format!("--allowed-host: {e}"))?;
-        let store = ControlStore::new(config.store).map_err(|e| e.to_string())?;
+        Guard::new(config.listen, &config.allowed_hosts)?;
+        let store = ControlStore::new(config.store).map_err(ConsoleError::Store)?;
+        let listen_error = |source| ConsoleError::Listen {
+            addr: config.listen,
+            source,
+        };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-        let guard = Guard::new(bound, &config.allowed_hosts).map_err(|e| format!("--allowed-host: {e}"))?;
+            .map_err(listen_error)?;
+        let bound = listener.local_addr().map_err(listen_error)?;
+        let guard = Guard::new(bound, &config.allowed_hosts)?;
         Ok(Self {
             listener,
             state: Arc::new(State {

@@ -21,6 +21,8 @@ use http_body_util::Full;
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION, SET_COOKIE};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
+use tlsgate_error::Classify;
+use tlsgate_wire::percent::{self, Plus};
 
 /// Largest request body read.
 const MAX_BODY: usize = 1024 * 1024;
@@ -147,7 +149,7 @@ async fn route(state: &State, who: &Identity, method: &Method, path: &str, query
             if name.is_empty() || name.contains('/') {
                 return json(api::bad_request("use POST /api/pools/NAME/members"));
             }
-            json(api::edit_members(state, who, &percent_decode(name), body).await)
+            json(api::edit_members(state, who, &percent::decode(name, Plus::Literal), body).await)
         }
         (&Method::POST, p) if p.starts_with("/api/rollback/") => match p["/api/rollback/".len()..].parse::<u64>() {
             Ok(v) => json(api::rollback(state, who, v, body).await),
@@ -167,44 +169,18 @@ fn login(state: &State, body: &[u8]) -> Resp {
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == "token")
-        .map(|(_, v)| percent_decode(&v.replace('+', " ")))
+        .map(|(_, v)| percent::decode(v, Plus::Space))
         .unwrap_or_default();
-    if !state.auth.token_matches(&token) {
-        tracing::warn!("console: login refused");
-        return login_page(StatusCode::UNAUTHORIZED, "Wrong token.");
-    }
-    let id = state.auth.new_session();
+    let id = match state.auth.login(&token) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(side = %e.side(), kind = e.kind(), "console: login refused");
+            return login_page(StatusCode::UNAUTHORIZED, "Wrong token.");
+        }
+    };
     let cookie = format!(
         "{COOKIE_NAME}={id}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict",
         SESSION_TTL.as_secs()
     );
     redirect("/", Some(cookie))
-}
-
-/// Decodes `%XX` escapes (invalid ones are kept as written).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn decodes_percent_escapes() {
-        assert_eq!(super::percent_decode("a%20b%2Fc%zz%4"), "a b/c%zz%4");
-    }
 }

@@ -13,6 +13,7 @@ use crate::store::{ControlStore, Versioned};
 use crate::ControlError;
 use std::fmt::Write as _;
 use std::path::Path;
+use tlsgate_error::{Classify, Side};
 
 /// How many times a read-modify-write is retried after a conflict.
 const RETRIES: u32 = 10;
@@ -95,6 +96,65 @@ pub enum MemberEdit {
     Remove,
 }
 
+/// Why a member edit cannot be applied to the document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// The group does not exist (only an add creates one).
+    #[error("no {} {:?}", group_noun(.0), group_name(.0))]
+    NoGroup(Group),
+    /// An add of a member that is there already (addresses compare case-insensitively).
+    #[error("{} already has {address}", group_label(.group))]
+    AlreadyMember {
+        /// The group.
+        group: Group,
+        /// The address as given.
+        address: String,
+    },
+    /// A change or removal of a member that is not there.
+    #[error("{} has no member {address}", group_label(.group))]
+    NoMember {
+        /// The group.
+        group: Group,
+        /// The address as given.
+        address: String,
+    },
+}
+
+impl Classify for EditError {
+    /// The caller asked for something the document does not allow.
+    fn side(&self) -> Side {
+        Side::Downstream
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            EditError::NoGroup(_) => "no_such_group",
+            EditError::AlreadyMember { .. } => "member_exists",
+            EditError::NoMember { .. } => "no_such_member",
+        }
+    }
+}
+
+fn group_noun(group: &Group) -> &'static str {
+    match group {
+        Group::Pool(_) => "key-server pool",
+        Group::Upstream(_) => "upstream group",
+    }
+}
+
+fn group_name(group: &Group) -> &str {
+    match group {
+        Group::Pool(name) | Group::Upstream(name) => name,
+    }
+}
+
+/// `pool "main"`, `upstream "app"`.
+fn group_label(group: &Group) -> String {
+    match group {
+        Group::Pool(name) => format!("pool {name:?}"),
+        Group::Upstream(name) => format!("upstream {name:?}"),
+    }
+}
+
 /// Applies `edit` to the member `address` of `group` in `doc` (no validation: the publish
 /// validates). Errors name what is missing or already there.
 pub fn apply_member_edit(
@@ -102,23 +162,20 @@ pub fn apply_member_edit(
     group: &Group,
     address: &str,
     edit: &MemberEdit,
-) -> Result<(), String> {
-    let (label, members) = match group {
+) -> Result<(), EditError> {
+    let adding = matches!(edit, MemberEdit::Add { .. });
+    let members = match group {
         Group::Pool(name) => {
-            let exists = doc.key_server_pools.contains_key(name);
-            if !exists && !matches!(edit, MemberEdit::Add { .. }) {
-                return Err(format!("no key-server pool {name:?}"));
+            if !adding && !doc.key_server_pools.contains_key(name) {
+                return Err(EditError::NoGroup(group.clone()));
             }
-            let pool = doc.key_server_pools.entry(name.clone()).or_default();
-            (format!("pool {name:?}"), &mut pool.members)
+            &mut doc.key_server_pools.entry(name.clone()).or_default().members
         }
         Group::Upstream(name) => {
-            let exists = doc.upstreams.contains_key(name);
-            if !exists && !matches!(edit, MemberEdit::Add { .. }) {
-                return Err(format!("no upstream group {name:?}"));
+            if !adding && !doc.upstreams.contains_key(name) {
+                return Err(EditError::NoGroup(group.clone()));
             }
-            let group = doc.upstreams.entry(name.clone()).or_default();
-            (format!("upstream {name:?}"), &mut group.servers)
+            &mut doc.upstreams.entry(name.clone()).or_default().servers
         }
     };
     let at = members.iter().position(|m| m.address.eq_ignore_ascii_case(address));
@@ -130,8 +187,18 @@ pub fn apply_member_edit(
                 drain: *drain,
             });
         }
-        (MemberEdit::Add { .. }, Some(_)) => return Err(format!("{label} already has {address}")),
-        (_, None) => return Err(format!("{label} has no member {address}")),
+        (MemberEdit::Add { .. }, Some(_)) => {
+            return Err(EditError::AlreadyMember {
+                group: group.clone(),
+                address: address.into(),
+            })
+        }
+        (_, None) => {
+            return Err(EditError::NoMember {
+                group: group.clone(),
+                address: address.into(),
+            })
+        }
         (MemberEdit::Weight(w), Some(i)) => members[i].weight = *w,
         (MemberEdit::Drain(d), Some(i)) => members[i].drain = *d,
         (MemberEdit::Remove, Some(i)) => {
@@ -158,6 +225,7 @@ pub async fn edit_members(
         let problems: Vec<String> = edits
             .iter()
             .filter_map(|(g, addr, e)| apply_member_edit(&mut doc, g, addr, e).err())
+            .map(|e| e.to_string())
             .collect();
         if !problems.is_empty() {
             return Err(ControlError::Invalid(problems));
@@ -288,8 +356,11 @@ mod tests {
         let pool = Group::Pool("main".into());
         assert_eq!(
             apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Weight(3)),
-            Err("no key-server pool \"main\"".into())
+            Err(EditError::NoGroup(pool.clone()))
         );
+        let missing = apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Remove).unwrap_err();
+        assert_eq!(missing.to_string(), "no key-server pool \"main\"");
+        assert_eq!((missing.side(), missing.kind()), (Side::Downstream, "no_such_group"));
         assert!(d.key_server_pools.is_empty());
         apply_member_edit(
             &mut d,
@@ -320,8 +391,10 @@ mod tests {
                     weight: 1,
                     drain: false
                 }
-            ),
-            Err("pool \"main\" already has KS1:1".into())
+            )
+            .unwrap_err()
+            .to_string(),
+            "pool \"main\" already has KS1:1"
         );
         apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Weight(7)).unwrap();
         apply_member_edit(&mut d, &pool, "ks2:1", &MemberEdit::Drain(true)).unwrap();
@@ -342,13 +415,17 @@ mod tests {
         );
         apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Remove).unwrap();
         assert_eq!(
-            apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Remove),
-            Err("pool \"main\" has no member ks1:1".into())
+            apply_member_edit(&mut d, &pool, "ks1:1", &MemberEdit::Remove)
+                .unwrap_err()
+                .to_string(),
+            "pool \"main\" has no member ks1:1"
         );
         let up = Group::Upstream("app".into());
         assert_eq!(
-            apply_member_edit(&mut d, &up, "a:1", &MemberEdit::Drain(true)),
-            Err("no upstream group \"app\"".into())
+            apply_member_edit(&mut d, &up, "a:1", &MemberEdit::Drain(true))
+                .unwrap_err()
+                .to_string(),
+            "no upstream group \"app\""
         );
         apply_member_edit(
             &mut d,

@@ -11,10 +11,14 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
-use tlsgate_config::OriginAddr;
+use tlsgate_config::{AddressError, OriginAddr};
+use tlsgate_error::{Classify, Side};
 
 /// Largest accepted member weight.
-pub const MAX_WEIGHT: u32 = 1000;
+pub use tlsgate_config::member::MAX_WEIGHT;
+/// A pool member or upstream server: tlsgate-config's one definition, which the key-server
+/// pools' admin API uses too (same JSON form).
+pub use tlsgate_config::Member;
 /// Longest accepted pool, upstream or site name.
 pub const MAX_NAME_LEN: usize = 64;
 /// Most members (or servers) in one pool (or upstream group).
@@ -49,36 +53,6 @@ pub struct KeyServerPool {
 pub struct UpstreamGroup {
     /// Origin servers; order does not matter.
     pub servers: Vec<Member>,
-}
-
-/// A pool member or upstream server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Member {
-    /// `host:port` (`[v6]:port` for IPv6 literals); an upstream server may also be written
-    /// `http://host[:port]`. Checked by tlsgate-config's address parser.
-    pub address: String,
-    /// Relative share of new work, 1..=[`MAX_WEIGHT`].
-    #[serde(default = "default_weight")]
-    pub weight: u32,
-    /// A drained member gets no new work; existing work finishes.
-    #[serde(default)]
-    pub drain: bool,
-}
-
-fn default_weight() -> u32 {
-    1
-}
-
-impl Member {
-    /// A member with weight 1, not drained.
-    pub fn new(address: impl Into<String>) -> Self {
-        Self {
-            address: address.into(),
-            weight: 1,
-            drain: false,
-        }
-    }
 }
 
 /// Per-site switches that are safe to flip at runtime. `None` keeps the static TOML's value.
@@ -162,7 +136,7 @@ fn check_name(at: &str, name: &str, problems: &mut Vec<String>) {
 }
 
 /// Checks one member's address; `Ok` carries its canonical form (for duplicate detection).
-type AddressCheck = fn(&str) -> Result<String, String>;
+type AddressCheck = fn(&str) -> Result<String, MemberAddressError>;
 
 fn check_members(at: &str, field: &str, members: &[Member], check: AddressCheck, problems: &mut Vec<String>) {
     if members.is_empty() {
@@ -196,22 +170,43 @@ fn check_members(at: &str, field: &str, members: &[Member], check: AddressCheck,
     }
 }
 
+/// Why a member's address was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberAddressError {
+    /// The configuration's address parser refused it.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// An `https://` upstream server.
+    #[error("TLS to origins is not supported yet (planned in issue 17)")]
+    TlsToOrigin,
+}
+
+impl Classify for MemberAddressError {
+    /// An address in a document: the publisher's input.
+    fn side(&self) -> Side {
+        Side::Downstream
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            MemberAddressError::Address(e) => e.kind(),
+            MemberAddressError::TlsToOrigin => "tls_to_origin",
+        }
+    }
+}
+
 /// Checks a key server's `host:port` (`[v6]:port` for IPv6) with the configuration's address
 /// parser ([`tlsgate_config::address`]); returns its canonical form.
-pub fn check_address(address: &str) -> Result<String, String> {
-    OriginAddr::parse_host_port(address)
-        .map(|a| a.to_string())
-        .map_err(|e| e.to_string())
+pub fn check_address(address: &str) -> Result<String, MemberAddressError> {
+    Ok(OriginAddr::parse_host_port(address)?.to_string())
 }
 
 /// Checks an upstream server: what `[[upstream]] servers` accepts (`host:port`, `[v6]:port`,
 /// `http://host[:port]`), with the same parser; returns its canonical form. `https://` is
 /// refused until the gateway speaks TLS to origins.
-pub fn check_origin(address: &str) -> Result<String, String> {
-    match OriginAddr::parse(address) {
-        Ok(a) if a.tls => Err("TLS to origins is not supported yet (planned in issue 17)".into()),
-        Ok(a) => Ok(a.to_string()),
-        Err(e) => Err(e.to_string()),
+pub fn check_origin(address: &str) -> Result<String, MemberAddressError> {
+    match OriginAddr::parse(address)? {
+        a if a.tls => Err(MemberAddressError::TlsToOrigin),
+        a => Ok(a.to_string()),
     }
 }
 
@@ -263,16 +258,23 @@ mod tests {
             "[::1]:443",
             "my-host-2.x:65535",
         ] {
-            assert_eq!(check_address(ok).as_deref(), Ok(ok), "{ok}");
-            assert_eq!(check_origin(ok).as_deref(), Ok(ok), "{ok}");
+            assert_eq!(check_address(ok).ok().as_deref(), Some(ok), "{ok}");
+            assert_eq!(check_origin(ok).ok().as_deref(), Some(ok), "{ok}");
         }
-        assert_eq!(check_origin("http://App.Internal").as_deref(), Ok("app.internal:80"));
+        assert_eq!(
+            check_origin("http://App.Internal").ok().as_deref(),
+            Some("app.internal:80")
+        );
         assert!(check_address("http://app:80")
             .unwrap_err()
+            .to_string()
             .contains("URL is not accepted"));
-        assert!(check_origin("https://app:443").unwrap_err().contains("TLS to origins"));
+        let tls = check_origin("https://app:443").unwrap_err();
+        assert_eq!(tls, MemberAddressError::TlsToOrigin);
+        assert!(tls.to_string().contains("TLS to origins"));
+        assert_eq!((tls.side(), tls.kind()), (Side::Downstream, "tls_to_origin"));
         assert_eq!(
-            check_address("::1:443").unwrap_err(),
+            check_address("::1:443").unwrap_err().to_string(),
             "IPv6 addresses need brackets ([::1]:443)"
         );
         for bad in [

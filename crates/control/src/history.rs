@@ -41,7 +41,7 @@ impl ControlStore {
             .await?;
         let versions: Vec<u64> = list.iter().filter_map(|s| s.parse().ok()).collect();
         let mut wanted: Vec<u64> = versions.clone();
-        let mut records: HashMap<u64, Result<Versioned, String>> = HashMap::new();
+        let mut records: HashMap<u64, Result<Versioned, ControlError>> = HashMap::new();
         // Two rounds: the versions, then the parents not among them.
         for _ in 0..2 {
             wanted.retain(|v| !records.contains_key(v));
@@ -54,8 +54,8 @@ impl ControlStore {
             let raws: Vec<Option<String>> = self.run(redis::cmd("MGET").arg(&names)).await?;
             for ((v, name), raw) in wanted.iter().zip(&names).zip(raws) {
                 let rec = match raw {
-                    Some(text) => parse_record(name, *v, &text).map_err(|e| e.to_string()),
-                    None => Err(format!("version {v} has no record")),
+                    Some(text) => parse_record(name, *v, &text),
+                    None => Err(ControlError::NotFound(*v)),
                 };
                 records.insert(*v, rec);
             }
@@ -66,7 +66,20 @@ impl ControlStore {
     }
 }
 
-fn history_entry(v: u64, records: &HashMap<u64, Result<Versioned, String>>, empty: &ClusterDocument) -> HistoryEntry {
+/// How an unreadable record is reported in [`HistoryEntry::problems`].
+fn problem(e: &ControlError) -> String {
+    match e {
+        // Listed in the history, but its record is gone.
+        ControlError::NotFound(v) => format!("version {v} has no record"),
+        e => e.to_string(),
+    }
+}
+
+fn history_entry(
+    v: u64,
+    records: &HashMap<u64, Result<Versioned, ControlError>>,
+    empty: &ClusterDocument,
+) -> HistoryEntry {
     let mut e = HistoryEntry {
         version: v,
         parent: None,
@@ -78,7 +91,7 @@ fn history_entry(v: u64, records: &HashMap<u64, Result<Versioned, String>>, empt
         problems: Vec::new(),
     };
     match &records[&v] {
-        Err(why) => e.problems.push(why.clone()),
+        Err(why) => e.problems.push(problem(why)),
         Ok(r) => {
             e.parent = r.parent;
             e.author = r.author.clone();
@@ -92,7 +105,7 @@ fn history_entry(v: u64, records: &HashMap<u64, Result<Versioned, String>>, empt
                 None => Some(empty),
                 Some((_, Some(Ok(p)))) => Some(&p.document),
                 Some((_, Some(Err(why)))) => {
-                    e.problems.push(format!("parent: {why}"));
+                    e.problems.push(format!("parent: {}", problem(why)));
                     None
                 }
                 Some((p, None)) => {

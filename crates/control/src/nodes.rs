@@ -6,22 +6,13 @@
 //! Ids whose status has expired are pruned from the set when listed.
 
 use crate::store::ControlStore;
-use crate::watcher::WatchState;
+use crate::watcher::{RejectedVersion, WatchState};
 use crate::{now_ms, ControlError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// A version a node refused, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RejectedVersion {
-    /// The refused version.
-    pub version: u64,
-    /// Why (validation problems, or why it could not be read).
-    pub reasons: Vec<String>,
-}
 
 /// What a node reports about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@
 //! appends to `history` and publishes on `changes`.
 
 use crate::document::ClusterDocument;
+use crate::error::StoreConfigError;
 use crate::keys::{Keys, StoreConfig};
 use crate::{now_ms, ControlError};
 use redis::aio::MultiplexedConnection;
@@ -103,12 +104,9 @@ impl ControlStore {
     pub fn new(config: StoreConfig) -> Result<Self, ControlError> {
         let name_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         if config.prefix.is_none() && (config.cluster.is_empty() || !config.cluster.chars().all(name_ok)) {
-            return Err(ControlError::Config(format!(
-                "cluster name {:?} must be non-empty A-Z a-z 0-9 . _ -",
-                config.cluster
-            )));
+            return Err(StoreConfigError::ClusterName(config.cluster.clone()).into());
         }
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| ControlError::Config(e.to_string()))?;
+        let client = redis::Client::open(config.url.as_str()).map_err(StoreConfigError::Url)?;
         let keys = Keys::new(config.key_prefix());
         Ok(Self {
             inner: Arc::new(Inner {

@@ -15,10 +15,10 @@
 //!   when the store answers again.
 
 use crate::document::ClusterDocument;
-use crate::nodes::RejectedVersion;
 use crate::store::{ControlStore, Versioned};
 use crate::{now_ms, ControlError};
 use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -66,6 +66,15 @@ impl std::fmt::Debug for WatchConfig {
             .field("initial", &self.initial.as_ref().map(|v| v.version))
             .finish()
     }
+}
+
+/// A version a node refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedVersion {
+    /// The refused version.
+    pub version: u64,
+    /// Why (validation problems, or why it could not be read).
+    pub reasons: Vec<String>,
 }
 
 /// What the watcher knows. Receivers are woken when any field but `checked_at` changes.

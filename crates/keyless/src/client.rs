@@ -4,19 +4,20 @@
 //! disturbing requests in flight. Connections run on one small dedicated runtime; a signature
 //! is driven by the handshake's own task (queue the frame, await the answer's oneshot).
 
-use crate::client_conn::{run_slot, Conn};
-use crate::client_metrics::{metrics, AttemptLabels, ServerLabels};
+use crate::client_conn::{Conn, ConnSettings};
+use crate::client_error::{ClientError, SignError};
+use crate::client_metrics::{metrics, AttemptLabels};
+use crate::client_server::{run_slot, ServerState, Settings};
 use crate::codec::{ErrorCode, KeyId, Request, Response};
 use crate::keystore::hex;
-use crate::pools::{Member, MemberStatus};
-use boring::ssl::SslConnector;
+use crate::members::{validate_members, Member, MemberStatus, MembersError};
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
-use tlsgate_config::{KeylessConfig, OriginAddr};
-use tokio::sync::watch;
+use std::time::Instant;
+use tlsgate_config::KeylessConfig;
+use tlsgate_error::Classify;
 
 /// The runtime every key-server connection runs on: one thread with a single-threaded
 /// runtime, so a connection's reader and writer never hand its TLS stream between threads and a
@@ -35,114 +36,6 @@ pub(crate) static RUNTIME: LazyLock<tokio::runtime::Handle> = LazyLock::new(|| {
     handle
 });
 
-/// Settings shared by every connection of a client.
-pub struct Settings {
-    pub(crate) connector: SslConnector,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) request_timeout: Duration,
-    pub(crate) health_interval: Duration,
-    connections_per_server: usize,
-    retries: usize,
-    failure_threshold: u32,
-    breaker_cooldown: Duration,
-}
-
-/// One key server of a pool.
-pub struct ServerState {
-    /// `host:port`.
-    pub addr: String,
-    /// Host name checked against its certificate.
-    pub host: String,
-    pub(crate) settings: Arc<Settings>,
-    labels: ServerLabels,
-    slots: Vec<RwLock<Option<Arc<Conn>>>>,
-    outstanding: AtomicUsize,
-    failures: AtomicU32,
-    open_until: Mutex<Option<Instant>>,
-    weight: AtomicU32,
-    drain: AtomicBool,
-    stop: watch::Sender<bool>,
-    /// This server's series of the per-attempt metrics, looked up once (no label hashing and
-    /// no label-string copies per signature).
-    hot: HotMetrics,
-}
-
-struct HotMetrics {
-    ok: prometheus_client::metrics::counter::Counter,
-    in_flight: prometheus_client::metrics::gauge::Gauge,
-    attempt_duration: prometheus_client::metrics::histogram::Histogram,
-}
-
-impl ServerState {
-    pub(crate) fn set_slot(&self, slot: usize, conn: Option<Arc<Conn>>) {
-        *self.slots[slot].write() = conn;
-        let live = self.slots.iter().filter(|s| s.read().is_some()).count();
-        metrics().connections.get_or_create(&self.labels).set(live as i64);
-    }
-
-    /// Forgets slot `slot`'s connection without touching metrics (the server is going away).
-    pub(crate) fn clear_slot(&self, slot: usize) {
-        if let Some(conn) = self.slots[slot].write().take() {
-            conn.close();
-        }
-    }
-
-    /// The live connection with the fewest requests in flight.
-    fn conn(&self) -> Option<Arc<Conn>> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.read().clone())
-            .filter(|c| c.alive())
-            .min_by_key(|c| c.outstanding.load(Ordering::Relaxed))
-    }
-
-    fn circuit_closed(&self) -> bool {
-        self.open_until.lock().is_none_or(|t| Instant::now() >= t)
-    }
-
-    pub(crate) fn success(&self) {
-        self.failures.store(0, Ordering::Relaxed);
-        if self.open_until.lock().take().is_some() {
-            metrics().circuit_open.get_or_create(&self.labels).set(0);
-        }
-    }
-
-    pub(crate) fn failure(&self) {
-        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        if n >= self.settings.failure_threshold {
-            let mut open = self.open_until.lock();
-            if open.is_none_or(|t| Instant::now() >= t) {
-                tracing::warn!(key_server = %self.addr, failures = n, "key server circuit open");
-                *open = Some(Instant::now() + self.settings.breaker_cooldown);
-                metrics().circuit_open.get_or_create(&self.labels).set(1);
-            }
-        }
-    }
-
-    fn apply(&self, member: &Member) {
-        self.weight.store(member.weight, Ordering::Relaxed);
-        self.drain.store(member.drain, Ordering::Relaxed);
-        let m = metrics();
-        m.weight.get_or_create(&self.labels).set(i64::from(member.weight));
-        m.drained.get_or_create(&self.labels).set(i64::from(member.drain));
-    }
-
-    fn status(&self) -> MemberStatus {
-        MemberStatus {
-            address: self.addr.clone(),
-            weight: self.weight.load(Ordering::Relaxed),
-            drain: self.drain.load(Ordering::Relaxed),
-            connections: self
-                .slots
-                .iter()
-                .filter(|s| s.read().as_ref().is_some_and(|c| c.alive()))
-                .count(),
-            in_flight: self.outstanding.load(Ordering::Relaxed),
-            circuit_open: !self.circuit_closed(),
-        }
-    }
-}
-
 /// A pool of key servers, shared by every certificate that names the same pool.
 pub struct Client {
     /// Pool name.
@@ -156,21 +49,22 @@ pub struct Client {
 impl Drop for Client {
     fn drop(&mut self) {
         for s in self.servers.read().iter() {
-            let _ = s.stop.send(true);
-            metrics().forget_server(&s.labels);
+            s.stop();
         }
     }
 }
 
 impl Client {
     /// Starts connecting to `servers` (weight 1, not drained), a pool called `name`.
-    pub fn start(config: &KeylessConfig, name: &str, servers: &[String]) -> Result<Arc<Self>, String> {
+    pub fn start(config: &KeylessConfig, name: &str, servers: &[String]) -> Result<Arc<Self>, ClientError> {
         let connector = crate::tls_setup::connector(&config.client_certificate, &config.client_key, &config.server_ca)?;
         let settings = Arc::new(Settings {
-            connector,
-            connect_timeout: config.connect_timeout.get(),
+            conn: ConnSettings {
+                connector,
+                connect_timeout: config.connect_timeout.get(),
+                health_interval: config.health_interval.get(),
+            },
             request_timeout: config.request_timeout.get(),
-            health_interval: config.health_interval.get(),
             connections_per_server: config.connections_per_server.max(1),
             retries: config.retries,
             failure_threshold: config.failure_threshold.max(1),
@@ -182,56 +76,15 @@ impl Client {
             servers: RwLock::new(Arc::new(Vec::new())),
             change: Mutex::new(()),
         });
-        let members: Vec<Member> = servers.iter().map(|a| Member::new(a)).collect();
+        let members: Vec<Member> = servers.iter().map(Member::new).collect();
         client.set_members(&members)?;
         Ok(client)
     }
 
     fn start_server(&self, member: &Member) -> Arc<ServerState> {
-        let addr = &member.address;
-        // Members passed `validate_members`, so the address parses; the host goes unbracketed
-        // into SNI and the certificate name check.
-        let host = OriginAddr::parse_host_port(addr).map_or_else(|_| addr.clone(), |a| a.host.bare());
-        let (stop, stop_rx) = watch::channel(false);
-        let labels = ServerLabels {
-            pool: self.name.clone(),
-            server: addr.clone(),
-        };
-        let m = metrics();
-        let hot = HotMetrics {
-            ok: m
-                .attempts
-                .get_or_create(&AttemptLabels {
-                    pool: labels.pool.clone(),
-                    server: labels.server.clone(),
-                    result: "ok",
-                })
-                .clone(),
-            in_flight: m.in_flight.get_or_create(&labels).clone(),
-            attempt_duration: m.attempt_duration.get_or_create(&labels).clone(),
-        };
-        let state = Arc::new(ServerState {
-            addr: addr.clone(),
-            host,
-            settings: self.settings.clone(),
-            labels,
-            slots: (0..self.settings.connections_per_server)
-                .map(|_| RwLock::new(None))
-                .collect(),
-            outstanding: AtomicUsize::new(0),
-            failures: AtomicU32::new(0),
-            open_until: Mutex::new(None),
-            weight: AtomicU32::new(member.weight),
-            drain: AtomicBool::new(member.drain),
-            stop,
-            hot,
-        });
-        metrics().hold_server(&state.labels);
-        state.apply(member);
-        metrics().connections.get_or_create(&state.labels).set(0);
-        metrics().circuit_open.get_or_create(&state.labels).set(0);
-        for slot in 0..state.slots.len() {
-            RUNTIME.spawn(run_slot(state.clone(), slot, stop_rx.clone()));
+        let (state, stop) = ServerState::new(&self.name, member, self.settings.clone());
+        for slot in 0..state.slot_count() {
+            RUNTIME.spawn(run_slot(state.clone(), slot, stop.clone()));
         }
         state
     }
@@ -239,8 +92,8 @@ impl Client {
     /// Replaces the pool's members: kept servers keep their connections (weight and drain are
     /// updated in place), new ones start connecting, removed ones take no new requests and close
     /// once the requests they hold have had `request_timeout` to finish.
-    pub fn set_members(&self, members: &[Member]) -> Result<(), String> {
-        crate::pools::validate_members(members)?;
+    pub fn set_members(&self, members: &[Member]) -> Result<(), MembersError> {
+        validate_members(members)?;
         let _change = self.change.lock();
         let old = self.servers.read().clone();
         let mut next = Vec::with_capacity(members.len());
@@ -260,8 +113,7 @@ impl Client {
             tracing::info!(pool = %self.name, key_server = %gone.addr, "key server removed from its pool");
             RUNTIME.spawn(async move {
                 tokio::time::sleep(grace).await;
-                let _ = gone.stop.send(true);
-                metrics().forget_server(&gone.labels);
+                gone.stop();
             });
         }
         tracing::info!(pool = %self.name, members = ?members, "key-server pool members set");
@@ -290,8 +142,9 @@ impl Client {
             .or_else(|| best(&live, |_| true))
     }
 
-    /// Signs on some key server, retrying elsewhere on failure, timeout or overload.
-    pub async fn sign(self: Arc<Self>, key_id: KeyId, algorithm: u16, payload: Vec<u8>) -> Result<Vec<u8>, String> {
+    /// Signs on some key server, retrying elsewhere on failure, timeout or overload (a
+    /// signature is idempotent); a refusal ([`SignError::Refused`]) is final.
+    pub async fn sign(self: Arc<Self>, key_id: KeyId, algorithm: u16, payload: Vec<u8>) -> Result<Vec<u8>, SignError> {
         let started = Instant::now();
         let m = metrics();
         let request = Request::Sign {
@@ -302,16 +155,17 @@ impl Client {
         let timeout = self.settings.request_timeout;
         let attempts = 1 + self.settings.retries;
         let mut tried: Vec<Arc<ServerState>> = Vec::new();
-        let mut last = "no key server is reachable".to_string();
+        let mut last = SignError::NoServer;
         for attempt in 0..attempts {
             let Some((server, conn)) = self.pick(&tried) else { break };
             if attempt > 0 {
                 m.retries.inc();
             }
             tried.push(server.clone());
+            let server_name = || server.addr.clone();
             let Ok((id, rx)) = conn.request(&request) else {
-                last = format!("{}: connection closed", server.addr);
-                count(&server, "connection_lost");
+                last = SignError::Closed { server: server_name() };
+                count(&server, last.kind());
                 continue;
             };
             let in_flight = &server.hot.in_flight;
@@ -327,7 +181,7 @@ impl Client {
             if let Ok(Ok(_)) = &answer {
                 server.hot.attempt_duration.observe(sent.elapsed().as_secs_f64());
             }
-            match answer {
+            let failed = match answer {
                 Ok(Ok(Response::Signature(sig))) => {
                     server.success();
                     count(&server, "ok");
@@ -337,39 +191,35 @@ impl Client {
                 Ok(Ok(Response::Error(
                     code @ (ErrorCode::UnknownKey | ErrorCode::UnsupportedAlgorithm | ErrorCode::Refused),
                 ))) => {
+                    // The server works; it will not sign this, and no other would.
                     server.success();
-                    count(&server, error_label(code));
+                    let refused = SignError::Refused {
+                        server: server_name(),
+                        code,
+                        key: hex(&key_id),
+                    };
+                    count(&server, refused.kind());
                     m.failures.inc();
-                    return Err(format!(
-                        "key server {} answered {code} for key {}",
-                        server.addr,
-                        hex(&key_id)
-                    ));
+                    return Err(refused);
                 }
-                Ok(Ok(other)) => {
-                    server.failure();
-                    count(
-                        &server,
-                        match &other {
-                            Response::Error(code) => error_label(*code),
-                            _ => "other",
-                        },
-                    );
-                    last = format!("{}: {other:?}", server.addr);
-                }
-                Ok(Err(_)) => {
-                    server.failure();
-                    count(&server, "connection_lost");
-                    last = format!("{}: connection lost", server.addr);
-                }
+                Ok(Ok(Response::Error(code))) => SignError::Failed {
+                    server: server_name(),
+                    code,
+                },
+                Ok(Ok(_)) => SignError::Unexpected { server: server_name() },
+                Ok(Err(_)) => SignError::Lost { server: server_name() },
                 Err(_) => {
                     conn.cancel(id);
-                    server.failure();
-                    count(&server, "timeout");
-                    last = format!("{}: timed out after {timeout:?}", server.addr);
+                    SignError::Timeout {
+                        server: server_name(),
+                        timeout,
+                    }
                 }
-            }
-            tracing::debug!(error = %last, "key server request failed; retrying elsewhere");
+            };
+            server.failure();
+            count(&server, failed.kind());
+            tracing::debug!(error = %failed, kind = failed.kind(), "key server request failed; retrying elsewhere");
+            last = failed;
         }
         m.failures.inc();
         Err(last)
@@ -426,16 +276,4 @@ fn count(server: &ServerState, result: &'static str) {
             result,
         })
         .inc();
-}
-
-fn error_label(code: ErrorCode) -> &'static str {
-    match code {
-        ErrorCode::UnknownKey => "unknown_key",
-        ErrorCode::UnsupportedAlgorithm => "unsupported_algorithm",
-        ErrorCode::Overloaded => "overloaded",
-        ErrorCode::Internal => "internal",
-        ErrorCode::Malformed => "malformed",
-        ErrorCode::Refused => "refused",
-        _ => "other",
-    }
 }

@@ -1,17 +1,130 @@
-//! One persistent, pipelined mutual-TLS connection from the gateway to a key server, and the
-//! task that keeps a connection slot filled: connect, prove it with a ping, read responses and
-//! route them by request id, ping every `health_interval`, reconnect with backoff.
+//! One persistent, pipelined mutual-TLS connection from the gateway to a key server: connect
+//! ([`connect`]), prove it with a ping, read responses and route them by request id, ping every
+//! `health_interval` ([`Link::serve`]). The task that keeps a server's connection slots filled
+//! is `client_server::run_slot`.
 
-use crate::client::ServerState;
-use crate::codec::{decode_response, encode_request, Request, Response};
+use crate::codec::{decode_response, encode_request, FrameError, Request, Response, TooLarge};
+use boring::ssl::SslConnector;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tlsgate_error::{Classify, Side};
+use tokio::io::{AsyncReadExt, ReadHalf};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_boring::SslStream;
+
+/// What every connection of a client needs to connect and stay up.
+pub struct ConnSettings {
+    /// Mutual TLS 1.3 towards key servers ([`crate::tls_setup::connector`]).
+    pub connector: SslConnector,
+    /// Longest time for TCP, then for TLS, then for the first pong.
+    pub connect_timeout: Duration,
+    /// How often a proven connection is pinged; a missed pong closes it.
+    pub health_interval: Duration,
+}
+
+/// Why a request could not be sent on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The request does not fit in a frame.
+    #[error("request too large: {0}")]
+    TooLarge(#[source] TooLarge),
+    /// The connection is dead.
+    #[error("connection closed")]
+    Closed,
+}
+
+impl Classify for RequestError {
+    fn side(&self) -> Side {
+        match self {
+            RequestError::TooLarge(_) => Side::Internal,
+            RequestError::Closed => Side::Upstream,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            RequestError::TooLarge(_) => "request_too_large",
+            RequestError::Closed => "connection_lost",
+        }
+    }
+    fn retry_safe(&self) -> bool {
+        matches!(self, RequestError::Closed)
+    }
+}
+
+/// Why a connection to a key server could not be made, or why it ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// No TCP connection within `connect_timeout`.
+    #[error("connect timed out")]
+    ConnectTimeout,
+    /// TCP connection refused or failed.
+    #[error("connect: {0}")]
+    Connect(#[source] std::io::Error),
+    /// The TLS library could not make a session.
+    #[error("TLS setup: {0}")]
+    Setup(#[source] boring::error::ErrorStack),
+    /// No TLS handshake within `connect_timeout`.
+    #[error("TLS handshake timed out")]
+    HandshakeTimeout,
+    /// The TLS handshake failed (certificate not trusted, name mismatch, …).
+    #[error("TLS handshake: {0}")]
+    Handshake(#[source] tokio_boring::HandshakeError<TcpStream>),
+    /// A ping could not be sent.
+    #[error("ping: {0}")]
+    Ping(#[source] RequestError),
+    /// The key server answered a ping with something else.
+    #[error("unexpected answer to ping: {0:?}")]
+    UnexpectedPong(Response),
+    /// Reading failed.
+    #[error("read: {0}")]
+    Read(#[source] std::io::Error),
+    /// The key server sent a frame that does not decode.
+    #[error("{0}")]
+    Frame(#[source] FrameError),
+    /// The key server closed the connection before its first pong: in TLS 1.3 that is how a
+    /// refused client certificate shows.
+    #[error("closed by the key server before answering a ping (client certificate refused?)")]
+    ClosedBeforePing,
+    /// No pong within `connect_timeout` of connecting.
+    #[error("no answer to the first ping")]
+    NoFirstPong,
+    /// A health-check ping was not answered within `health_interval`.
+    #[error("missed a health-check pong")]
+    MissedPong,
+}
+
+impl Classify for ConnError {
+    fn side(&self) -> Side {
+        match self {
+            ConnError::Setup(_) => Side::Internal,
+            ConnError::Ping(e) => e.side(),
+            _ => Side::Upstream,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            ConnError::ConnectTimeout | ConnError::HandshakeTimeout => "connect_timeout",
+            ConnError::Connect(_) => "connect",
+            ConnError::Setup(_) => "tls_library",
+            ConnError::Handshake(_) => "handshake",
+            ConnError::Ping(e) => e.kind(),
+            ConnError::UnexpectedPong(_) | ConnError::Frame(_) => "protocol",
+            ConnError::Read(_) => "connection_lost",
+            ConnError::ClosedBeforePing => "closed_before_ping",
+            ConnError::NoFirstPong | ConnError::MissedPong => "missed_pong",
+        }
+    }
+    /// Connecting again is always safe: nothing was asked of the key server yet.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+}
 
 /// A live connection: send requests, await their responses.
 pub struct Conn {
@@ -31,19 +144,19 @@ impl Conn {
     }
 
     /// Sends `req`; the receiver yields the response, or an error when the connection dies.
-    pub fn request(&self, req: &Request) -> Result<(u32, oneshot::Receiver<Response>), &'static str> {
+    pub fn request(&self, req: &Request) -> Result<(u32, oneshot::Receiver<Response>), RequestError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = Vec::with_capacity(256);
-        encode_request(&mut frame, id, req).map_err(|_| "request too large")?;
+        encode_request(&mut frame, id, req).map_err(RequestError::TooLarge)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock();
-            let map = pending.as_mut().ok_or("connection closed")?;
+            let map = pending.as_mut().ok_or(RequestError::Closed)?;
             map.insert(id, tx);
         }
         if self.tx.send(frame).is_err() {
             self.cancel(id);
-            return Err("connection closed");
+            return Err(RequestError::Closed);
         }
         Ok((id, rx))
     }
@@ -62,64 +175,35 @@ impl Conn {
         }
     }
 
-    /// Marks the connection dead and fails every request still in flight.
+    /// Marks the connection dead and fails every request still in flight (their callers retry).
     pub(crate) fn close(&self) {
-        self.kill();
-    }
-
-    /// Marks the connection dead and fails every request in flight (their callers retry).
-    fn kill(&self) {
         self.alive.store(false, Ordering::Release);
         self.pending.lock().take();
     }
 }
 
-/// Keeps slot `slot` of `server` connected until `stop` fires.
-pub async fn run_slot(server: Arc<ServerState>, slot: usize, mut stop: watch::Receiver<bool>) {
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        let attempt = tokio::select! {
-            r = connect_and_serve(&server, slot) => r,
-            _ = stop.changed() => {
-                // Dropping the connection closes its writer, then the socket.
-                server.clear_slot(slot);
-                return;
-            }
-        };
-        match attempt {
-            Ok(()) => backoff = Duration::from_millis(50),
-            Err(e) => {
-                server.failure();
-                if slot == 0 {
-                    tracing::warn!(key_server = %server.addr, error = %e, "key server connection failed");
-                }
-            }
-        }
-        server.set_slot(slot, None);
-        let wait = tokio::time::sleep(backoff);
-        tokio::select! {
-            _ = wait => {}
-            _ = stop.changed() => return,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(1));
-    }
+/// A connection that is up but not yet proven by a pong.
+pub(crate) struct Link {
+    /// The connection requests go out on.
+    pub(crate) conn: Arc<Conn>,
+    rd: ReadHalf<SslStream<TcpStream>>,
+    writer: JoinHandle<()>,
 }
 
-/// Connects, proves the connection with a ping, installs it, serves it until it dies.
-/// `Ok(())` means it was up and then went down.
-async fn connect_and_serve(server: &Arc<ServerState>, slot: usize) -> Result<(), String> {
-    let s = &server.settings;
-    let tcp = tokio::time::timeout(s.connect_timeout, tokio::net::TcpStream::connect(&server.addr))
+/// Connects to `addr` and completes mutual TLS, checking the key server's certificate against
+/// `host`.
+pub(crate) async fn connect(settings: &ConnSettings, addr: &str, host: &str) -> Result<Link, ConnError> {
+    let tcp = tokio::time::timeout(settings.connect_timeout, TcpStream::connect(addr))
         .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|_| ConnError::ConnectTimeout)?
+        .map_err(ConnError::Connect)?;
     let _ = tcp.set_nodelay(true);
-    let config = s.connector.configure().map_err(|e| e.to_string())?;
-    let tls = tokio::time::timeout(s.connect_timeout, tokio_boring::connect(config, &server.host, tcp))
+    let config = settings.connector.configure().map_err(ConnError::Setup)?;
+    let tls = tokio::time::timeout(settings.connect_timeout, tokio_boring::connect(config, host, tcp))
         .await
-        .map_err(|_| "TLS handshake timed out".to_string())?
-        .map_err(|e| format!("TLS handshake: {e}"))?;
-    let (mut rd, wr) = tokio::io::split(tls);
+        .map_err(|_| ConnError::HandshakeTimeout)?
+        .map_err(ConnError::Handshake)?;
+    let (rd, wr) = tokio::io::split(tls);
     let (tx, writer) = crate::frame_writer::spawn(wr);
     let conn = Arc::new(Conn {
         tx,
@@ -128,55 +212,61 @@ async fn connect_and_serve(server: &Arc<ServerState>, slot: usize) -> Result<(),
         outstanding: AtomicUsize::new(0),
         alive: AtomicBool::new(true),
     });
-    let result = serve(server, slot, &conn, &mut rd).await;
-    conn.kill();
-    writer.abort();
-    if result.is_ok() {
-        tracing::info!(key_server = %server.addr, slot, reason = ?result.as_ref().err(), "key server connection closed");
+    Ok(Link { conn, rd, writer })
+}
+
+impl Link {
+    /// Serves the connection until it dies, then closes it. `proven` is called once, when the
+    /// first ping is answered: only then may the connection take traffic. `Ok(())` means it was
+    /// proven, then closed by the key server.
+    pub(crate) async fn serve(mut self, settings: &ConnSettings, proven: impl FnOnce()) -> Result<(), ConnError> {
+        let result = serve(&self.conn, &mut self.rd, settings, proven).await;
+        self.conn.close();
+        self.writer.abort();
+        result
     }
-    result.map(|_| ())
 }
 
 async fn serve<R: tokio::io::AsyncRead + Unpin>(
-    server: &Arc<ServerState>,
-    slot: usize,
     conn: &Arc<Conn>,
     rd: &mut R,
-) -> Result<(), String> {
-    let s = &server.settings;
+    settings: &ConnSettings,
+    proven: impl FnOnce(),
+) -> Result<(), ConnError> {
     let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
     let mut chunk = vec![0u8; 8 * 1024];
     // The first ping proves the key server accepted us (a refused client certificate shows up
     // here in TLS 1.3); only then does the connection take traffic.
-    let (_, mut ping) = conn.request(&Request::Ping(vec![])).map_err(str::to_string)?;
-    let mut proven = false;
-    let first_deadline = tokio::time::Instant::now() + s.connect_timeout;
-    let mut tick = tokio::time::interval_at(first_deadline, s.health_interval);
+    let ping_now = || {
+        conn.request(&Request::Ping(vec![]))
+            .map(|(_, rx)| rx)
+            .map_err(ConnError::Ping)
+    };
+    let mut ping = ping_now()?;
+    let mut proven = Some(proven);
+    let first_deadline = tokio::time::Instant::now() + settings.connect_timeout;
+    let mut tick = tokio::time::interval_at(first_deadline, settings.health_interval);
     loop {
-        if !proven {
+        if proven.is_some() {
             if let Ok(resp) = ping.try_recv() {
                 if !matches!(resp, Response::Pong(_)) {
-                    return Err(format!("unexpected answer to ping: {resp:?}"));
+                    return Err(ConnError::UnexpectedPong(resp));
                 }
-                proven = true;
-                server.set_slot(slot, Some(conn.clone()));
-                server.success();
-                if slot == 0 {
-                    tracing::info!(key_server = %server.addr, "key server connected");
+                if let Some(proven) = proven.take() {
+                    proven();
                 }
-                let (_, next) = conn.request(&Request::Ping(vec![])).map_err(str::to_string)?;
-                ping = next;
+                ping = ping_now()?;
             }
         }
         tokio::select! {
             read = rd.read(&mut chunk) => {
-                let n = read.map_err(|e| format!("read: {e}"))?;
+                let n = read.map_err(ConnError::Read)?;
                 if n == 0 {
-                    return if proven { Ok(()) } else { Err("closed by the key server before answering a ping (client certificate refused?)".into()) };
+                    return if proven.is_none() { Ok(()) } else { Err(ConnError::ClosedBeforePing) };
                 }
                 buf.extend_from_slice(&chunk[..n]);
                 let mut start = 0;
-                while let Some((id, resp, used)) = decode_response(&buf[start..]).map_err(|e| e.to_string())? {
+                while let Some((id, resp, used)) = decode_response(&buf[start..]).map_err(ConnError::Frame)? {
                     start += used;
                     conn.complete(id, resp);
                 }
@@ -184,12 +274,10 @@ async fn serve<R: tokio::io::AsyncRead + Unpin>(
             }
             _ = tick.tick() => {
                 match ping.try_recv() {
-                    Ok(_) if proven => {
-                        let (_, next) = conn.request(&Request::Ping(vec![])).map_err(str::to_string)?;
-                        ping = next;
-                    }
+                    Ok(_) if proven.is_none() => ping = ping_now()?,
                     Ok(_) => {}
-                    Err(_) => return Err(if proven { "missed a health-check pong" } else { "no answer to the first ping" }.into()),
+                    Err(_) if proven.is_none() => return Err(ConnError::MissedPong),
+                    Err(_) => return Err(ConnError::NoFirstPong),
                 }
             }
         }

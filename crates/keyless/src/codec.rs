@@ -7,6 +7,7 @@
 //! the request id and how many bytes to skip (answer `malformed`, keep serving).
 
 use std::fmt;
+use tlsgate_error::{Classify, Side};
 
 /// The only protocol version.
 pub const VERSION: u8 = 1;
@@ -142,12 +143,37 @@ pub enum FrameErrorKind {
     BadReserved,
     /// The body length exceeds [`MAX_BODY`].
     Oversized(usize),
-    /// The body is not a valid message (missing, duplicate or ill-sized item, unknown opcode).
+    /// The body is not a valid message (missing, duplicate or ill-sized item, unknown opcode):
+    /// a fixed description of what is wrong.
     Malformed(&'static str),
 }
 
+impl FrameErrorKind {
+    /// A short, stable label: `bad_version`, `oversized` or `malformed` (a bad reserved byte is
+    /// malformed). The key server's `errors_total{kind}` metric uses it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameErrorKind::BadVersion(_) => "bad_version",
+            FrameErrorKind::Oversized(_) => "oversized",
+            FrameErrorKind::BadReserved | FrameErrorKind::Malformed(_) => "malformed",
+        }
+    }
+}
+
+impl fmt::Display for FrameErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            FrameErrorKind::BadVersion(v) => write!(f, "unsupported version {v}"),
+            FrameErrorKind::BadReserved => f.write_str("reserved header byte is not zero"),
+            FrameErrorKind::Oversized(n) => write!(f, "body of {n} bytes exceeds {MAX_BODY}"),
+            FrameErrorKind::Malformed(why) => write!(f, "malformed: {why}"),
+        }
+    }
+}
+
 /// A frame that could not be decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("frame {id}: {kind}")]
 pub struct FrameError {
     /// Request id from the header (answer with it).
     pub id: u32,
@@ -158,30 +184,32 @@ pub struct FrameError {
     pub skip: Option<usize>,
 }
 
-impl fmt::Display for FrameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            FrameErrorKind::BadVersion(v) => write!(f, "frame {}: unsupported version {v}", self.id),
-            FrameErrorKind::BadReserved => write!(f, "frame {}: reserved header byte is not zero", self.id),
-            FrameErrorKind::Oversized(n) => write!(f, "frame {}: body of {n} bytes exceeds {MAX_BODY}", self.id),
-            FrameErrorKind::Malformed(why) => write!(f, "frame {}: malformed: {why}", self.id),
-        }
+/// The peer that sent the frame is at fault (on the gateway, a key server's bad frame is
+/// reported through `ConnError`, which names the key server as upstream). Never retry-safe:
+/// the same bytes decode the same way.
+impl Classify for FrameError {
+    fn side(&self) -> Side {
+        Side::Downstream
+    }
+    fn kind(&self) -> &'static str {
+        self.kind.as_str()
     }
 }
 
-impl std::error::Error for FrameError {}
-
-/// A message that cannot be encoded (a payload larger than the frame limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A message that cannot be encoded: its body (of this many bytes) exceeds [`MAX_BODY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("message body of {0} bytes exceeds {MAX_BODY}")]
 pub struct TooLarge(pub usize);
 
-impl fmt::Display for TooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "message body of {} bytes exceeds {MAX_BODY}", self.0)
+/// This side built the message: an internal failure (a caller passed a payload too large).
+impl Classify for TooLarge {
+    fn side(&self) -> Side {
+        Side::Internal
+    }
+    fn kind(&self) -> &'static str {
+        "frame_too_large"
     }
 }
-
-impl std::error::Error for TooLarge {}
 
 /// A decoded frame: request id, message, bytes consumed from the buffer.
 pub type Decoded<T> = Option<(u32, T, usize)>;
@@ -410,4 +438,62 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, resp: &Response) -> Result<()
             item(out, tag::ERROR, &[code.to_u8()])
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_errors_are_classified_with_the_metric_labels() {
+        let header = |version, reserved, len: u16| {
+            let [a, b] = len.to_be_bytes();
+            [version, reserved, a, b, 0, 0, 0, 7]
+        };
+        let class = |e: FrameError| (e.id, e.side(), Classify::kind(&e), e.retry_safe(), e.to_string());
+        assert_eq!(
+            class(decode_request(&header(2, 0, 0)).unwrap_err()),
+            (
+                7,
+                Side::Downstream,
+                "bad_version",
+                false,
+                "frame 7: unsupported version 2".into()
+            )
+        );
+        assert_eq!(
+            class(decode_request(&header(VERSION, 1, 0)).unwrap_err()).2,
+            "malformed"
+        );
+        let oversized = decode_request(&header(VERSION, 0, MAX_BODY as u16 + 1)).unwrap_err();
+        assert_eq!(Classify::kind(&oversized), "oversized");
+        assert_eq!(oversized.skip, None);
+        let empty_body = decode_request(&header(VERSION, 0, 0)).unwrap_err();
+        assert_eq!(
+            class(empty_body),
+            (
+                7,
+                Side::Downstream,
+                "malformed",
+                false,
+                "frame 7: malformed: missing opcode".into()
+            )
+        );
+        assert_eq!(empty_body.skip, Some(HEADER_LEN));
+    }
+
+    #[test]
+    fn too_large_is_internal() {
+        let mut out = vec![1, 2, 3];
+        let e = encode_response(&mut out, 1, &Response::Signature(vec![0; MAX_BODY])).unwrap_err();
+        assert_eq!(out, [1, 2, 3], "nothing is left of a frame that does not fit");
+        assert_eq!(
+            (e.side(), e.kind(), e.retry_safe()),
+            (Side::Internal, "frame_too_large", false)
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("message body of {} bytes exceeds {MAX_BODY}", e.0)
+        );
+    }
 }

@@ -8,6 +8,7 @@ use boring::ssl::SslSignatureAlgorithm;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tlsgate_error::{Classify, Side};
 use tlsgate_tls::keys::{KeyError, KeyType, LocalKey};
 
 /// What makes a key server's signatures. The software signer ([`LocalKey`], BoringSSL) is the
@@ -60,43 +61,122 @@ pub struct KeyStore {
     keys: HashMap<KeyId, Arc<Key>>,
 }
 
+/// Why the key server's keys could not be loaded (a problem of its `keys` files).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    /// A file or directory cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no PEM private key the TLS library can read.
+    #[error("{}: not a PEM private key: {source}", path.display())]
+    NotAKey {
+        /// The file.
+        path: PathBuf,
+        /// What the TLS library said.
+        #[source]
+        source: boring::error::ErrorStack,
+    },
+    /// An RSA key shorter than 2048 bits.
+    #[error("{}: RSA key of {bits} bits (< 2048)", path.display())]
+    WeakRsa {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        bits: u32,
+    },
+    /// A key type the key server does not sign with.
+    #[error("{}: unsupported key type (RSA, ECDSA P-256/P-384, Ed25519)", path.display())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key's id (the SHA-256 of its public key) could not be computed.
+    #[error("{}: {source}", path.display())]
+    KeyId {
+        /// The file.
+        path: PathBuf,
+        /// What the TLS library said.
+        #[source]
+        source: boring::error::ErrorStack,
+    },
+}
+
+impl Classify for KeyStoreError {
+    fn side(&self) -> Side {
+        match self {
+            KeyStoreError::KeyId { .. } => Side::Internal,
+            _ => Side::Config,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            KeyStoreError::Read { .. } => "key_file_unreadable",
+            KeyStoreError::NotAKey { .. } => "key_file_invalid",
+            KeyStoreError::WeakRsa { .. } => "key_too_weak",
+            KeyStoreError::Unsupported { .. } => "key_type_unsupported",
+            KeyStoreError::KeyId { .. } => "key_id",
+        }
+    }
+}
+
 impl KeyStore {
     /// Loads every path: a file must hold a private key; a directory contributes each file in it
     /// that holds one (other files, such as certificates, are skipped).
-    pub fn load(paths: &[PathBuf]) -> Result<Self, String> {
+    pub fn load(paths: &[PathBuf]) -> Result<Self, KeyStoreError> {
+        let read_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| KeyStoreError::Read { path, source }
+        };
         let mut store = Self::default();
         for path in paths {
             if path.is_dir() {
                 let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?
+                    .map_err(read_error(path))?
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.is_file())
                     .collect();
                 entries.sort();
                 for file in entries {
-                    let text = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+                    let text = std::fs::read(&file).map_err(read_error(&file))?;
                     if text.windows(11).any(|w| w == b"PRIVATE KEY") {
                         store.add(&file, &text)?;
                     }
                 }
             } else {
-                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let text = std::fs::read(path).map_err(read_error(path))?;
                 store.add(path, &text)?;
             }
         }
         Ok(store)
     }
 
-    fn add(&mut self, path: &Path, pem: &[u8]) -> Result<(), String> {
-        let err = |m: String| format!("{}: {m}", path.display());
-        let pkey = PKey::private_key_from_pem(pem).map_err(|e| err(format!("not a PEM private key: {e}")))?;
+    fn add(&mut self, path: &Path, pem: &[u8]) -> Result<(), KeyStoreError> {
+        let path_buf = || path.to_path_buf();
+        let pkey = PKey::private_key_from_pem(pem).map_err(|source| KeyStoreError::NotAKey {
+            path: path_buf(),
+            source,
+        })?;
         let kind = KeyType::of(&pkey);
         match kind {
-            KeyType::Rsa if pkey.bits() < 2048 => return Err(err(format!("RSA key of {} bits (< 2048)", pkey.bits()))),
-            KeyType::Other => return Err(err("unsupported key type (RSA, ECDSA P-256/P-384, Ed25519)".into())),
+            KeyType::Rsa if pkey.bits() < 2048 => {
+                return Err(KeyStoreError::WeakRsa {
+                    path: path_buf(),
+                    bits: pkey.bits(),
+                })
+            }
+            KeyType::Other => return Err(KeyStoreError::Unsupported { path: path_buf() }),
             _ => {}
         }
-        let id = key_id(&pkey).map_err(|e| err(e.to_string()))?;
+        let id = key_id(&pkey).map_err(|source| KeyStoreError::KeyId {
+            path: path_buf(),
+            source,
+        })?;
         let key = Key {
             id,
             label: hex(&id[..8]),

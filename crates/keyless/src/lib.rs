@@ -5,9 +5,11 @@
 //!   (default), which brings tokio and BoringSSL.
 //! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`permissions`],
 //!   [`signer_pool`], [`server`], [`server_metrics`].
-//! - Gateway side: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`), [`client`] (key-server
-//!   pool: weighted choice, drain, retry, circuit breaking), [`client_conn`] (one pipelined
-//!   connection), [`pools`] (runtime membership and its admin API), [`client_metrics`].
+//! - Gateway side, from the top down: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`),
+//!   [`pools`] (runtime membership and its admin API), [`client`] (key-server pool: weighted
+//!   choice, drain, retry), [`client_server`] (one key server: connection slots, circuit
+//!   breaker), [`client_conn`] (one pipelined connection), [`members`] (member lists and their
+//!   checks), [`client_error`], [`client_metrics`].
 //! - Shared: [`tls_setup`] (mutual TLS 1.3), [`frame_writer`] (coalescing writer task),
 //!   [`algorithms`] (signature scheme code points).
 #![forbid(unsafe_code)]
@@ -22,11 +24,17 @@ pub mod client;
 #[cfg(feature = "net")]
 pub mod client_conn;
 #[cfg(feature = "net")]
+pub mod client_error;
+#[cfg(feature = "net")]
 pub mod client_metrics;
+#[cfg(feature = "net")]
+pub mod client_server;
 #[cfg(feature = "net")]
 pub mod frame_writer;
 #[cfg(feature = "net")]
 pub mod keystore;
+#[cfg(feature = "net")]
+pub mod members;
 #[cfg(feature = "net")]
 pub mod permissions;
 #[cfg(feature = "net")]

@@ -45,6 +45,18 @@ impl fmt::Display for PermissionError {
 
 impl std::error::Error for PermissionError {}
 
+impl tlsgate_error::Classify for PermissionError {
+    fn side(&self) -> tlsgate_error::Side {
+        tlsgate_error::Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            PermissionError::UnknownKey { .. } => "permission_unknown_key",
+            PermissionError::AmbiguousKey { .. } => "permission_ambiguous_key",
+        }
+    }
+}
+
 /// What one connection may sign with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {

@@ -1,59 +1,15 @@
 //! Key-server pools at runtime: every live [`Client`] registered by name, what the admin API
 //! shows (`GET /keyless/pools`) and changes (`PUT /keyless/pools/NAME`), and the checks a new
-//! member list must pass. The control plane applies its documents through [`set_members`].
+//! member list must pass ([`crate::members`]). The control plane applies its documents through
+//! [`set_members`].
 
 use crate::client::Client;
+use crate::members::MembersError;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Weak};
-use tlsgate_config::OriginAddr;
 
-/// One key server of a pool, as configured.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Member {
-    /// `host:port` (`[v6]:port` for IPv6); the host is checked against the key server's
-    /// certificate.
-    pub address: String,
-    /// Share of new requests when loads are equal (1..=1000).
-    #[serde(default = "default_weight")]
-    pub weight: u32,
-    /// A drained server takes no new requests while another member is available.
-    #[serde(default)]
-    pub drain: bool,
-}
-
-fn default_weight() -> u32 {
-    1
-}
-
-impl Member {
-    /// A member with weight 1, not drained.
-    pub fn new(address: &str) -> Self {
-        Self {
-            address: address.to_string(),
-            weight: 1,
-            drain: false,
-        }
-    }
-}
-
-/// A member and its state now.
-#[derive(Debug, Clone, Serialize)]
-pub struct MemberStatus {
-    /// `host:port`.
-    pub address: String,
-    /// Configured weight.
-    pub weight: u32,
-    /// Drained.
-    pub drain: bool,
-    /// Proven connections now.
-    pub connections: usize,
-    /// Requests waiting for an answer now.
-    pub in_flight: usize,
-    /// Skipped after consecutive failures.
-    pub circuit_open: bool,
-}
+pub use crate::members::{validate_members, Member, MemberStatus};
 
 /// A pool and its members now.
 #[derive(Debug, Clone, Serialize)]
@@ -69,31 +25,6 @@ pub struct PoolStatus {
 #[serde(deny_unknown_fields)]
 struct SetMembers {
     members: Vec<Member>,
-}
-
-/// Checks a member list: at least one member, `host:port` addresses, weights 1..=1000, no
-/// address twice, at least one member not drained.
-pub fn validate_members(members: &[Member]) -> Result<(), String> {
-    if members.is_empty() {
-        return Err("a pool needs at least one member".into());
-    }
-    let mut seen = Vec::with_capacity(members.len());
-    for (i, m) in members.iter().enumerate() {
-        // The configuration's parser: `host:port` or `[v6]:port`, nothing else.
-        let addr = OriginAddr::parse_host_port(&m.address)
-            .map_err(|e| format!("members[{i}].address: {:?} is not host:port: {e}", m.address))?;
-        if !(1..=1000).contains(&m.weight) {
-            return Err(format!("members[{i}].weight: {} is not in 1..=1000", m.weight));
-        }
-        if seen.contains(&addr) {
-            return Err(format!("members[{i}].address: {:?} is listed twice", m.address));
-        }
-        seen.push(addr);
-    }
-    if members.iter().all(|m| m.drain) {
-        return Err("at least one member must not be drained".into());
-    }
-    Ok(())
 }
 
 static CLIENTS: Mutex<Vec<Weak<Client>>> = Mutex::new(Vec::new());
@@ -129,7 +60,7 @@ pub fn pools() -> Vec<PoolStatus> {
 }
 
 /// Sets the members of every live client of pool `name`; `Ok(false)` when there is no such pool.
-pub fn set_members(name: &str, members: &[Member]) -> Result<bool, String> {
+pub fn set_members(name: &str, members: &[Member]) -> Result<bool, MembersError> {
     validate_members(members)?;
     let clients: Vec<Arc<Client>> = live().into_iter().filter(|c| c.name == name).collect();
     for c in &clients {
@@ -157,53 +88,13 @@ pub fn put_pool_json(name: &str, body: &[u8]) -> (u16, String) {
             (200, serde_json::json!({ "pool": pool }).to_string())
         }
         Ok(false) => error(404, format!("no key-server pool named {name:?}")),
-        Err(e) => error(400, e),
+        Err(e) => error(400, e.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn member_lists_are_checked() {
-        let ok = [
-            Member::new("a:1"),
-            Member {
-                drain: true,
-                ..Member::new("b:2")
-            },
-        ];
-        assert_eq!(validate_members(&ok), Ok(()));
-        assert!(validate_members(&[]).unwrap_err().contains("at least one"));
-        assert!(validate_members(&[Member::new("nope")])
-            .unwrap_err()
-            .contains("host:port"));
-        assert_eq!(
-            validate_members(&[Member::new("a:1"), Member::new("::1:2407")]).unwrap_err(),
-            "members[1].address: \"::1:2407\" is not host:port: IPv6 addresses need brackets ([::1]:2407)"
-        );
-        for bad in ["ks 1:2407", "ks/1:2407", "10.0.0.1:2407:1", "https://ks:2407"] {
-            assert!(validate_members(&[Member::new(bad)]).is_err(), "{bad:?} accepted");
-        }
-        assert_eq!(validate_members(&[Member::new("[::1]:2407")]), Ok(()));
-        assert!(validate_members(&[Member::new("KS:1"), Member::new("ks:1")])
-            .unwrap_err()
-            .contains("twice"));
-        let heavy = Member {
-            weight: 0,
-            ..Member::new("a:1")
-        };
-        assert!(validate_members(&[heavy]).unwrap_err().contains("weight"));
-        assert!(validate_members(&[Member::new("a:1"), Member::new("a:1")])
-            .unwrap_err()
-            .contains("twice"));
-        let drained = Member {
-            drain: true,
-            ..Member::new("a:1")
-        };
-        assert!(validate_members(&[drained]).unwrap_err().contains("drained"));
-    }
 
     #[test]
     fn put_body_errors_are_json() {

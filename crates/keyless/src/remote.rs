@@ -7,6 +7,7 @@
 
 use crate::algorithms;
 use crate::client::Client;
+use crate::client_error::ClientError;
 use crate::client_metrics::OperationLabels;
 use crate::codec::KeyId;
 use crate::keystore::{hex, key_id};
@@ -16,6 +17,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use tlsgate_config::KeylessConfig;
+use tlsgate_error::{BoxError, Classify, Side};
 use tlsgate_tls::keys::{KeyBackend, KeyError, KeyType, SignFuture};
 use tlsgate_tls::remote_keys::RemoteKeys;
 
@@ -28,10 +30,36 @@ pub struct RemoteKey {
     key_type: KeyType,
 }
 
+/// Why a certificate's key backend could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteKeyError {
+    /// The key-server client could not start.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The key id (SHA-256 of the certificate's public key) could not be computed.
+    #[error("key id of the certificate's public key: {0}")]
+    KeyId(#[source] boring::error::ErrorStack),
+}
+
+impl Classify for RemoteKeyError {
+    fn side(&self) -> Side {
+        match self {
+            RemoteKeyError::Client(e) => e.side(),
+            RemoteKeyError::KeyId(_) => Side::Internal,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            RemoteKeyError::Client(e) => e.kind(),
+            RemoteKeyError::KeyId(_) => "key_id",
+        }
+    }
+}
+
 impl RemoteKey {
     /// The key of the certificate whose public key is `public`, signed for by `client`.
-    pub fn new(client: Arc<Client>, public: &PKeyRef<Public>) -> Result<Self, String> {
-        let id = key_id(public).map_err(|e| e.to_string())?;
+    pub fn new(client: Arc<Client>, public: &PKeyRef<Public>) -> Result<Self, RemoteKeyError> {
+        let id = key_id(public).map_err(RemoteKeyError::KeyId)?;
         Ok(Self {
             client,
             id,
@@ -69,8 +97,11 @@ impl KeyBackend for RemoteKey {
                     Ok(sig)
                 }
                 Err(e) => {
-                    tracing::warn!(key_id = %hex(&id), error = %e, "keyless signature failed: handshake aborted");
-                    Err(KeyError::Unavailable(e))
+                    tracing::warn!(key_id = %hex(&id), error = %e, kind = e.kind(), "keyless signature failed: handshake aborted");
+                    Err(KeyError::Unavailable(tlsgate_error::Error::wrap(
+                        "keyless signature",
+                        e,
+                    )))
                 }
             }
         })
@@ -90,14 +121,14 @@ impl RemoteKeys for Factory {
         pool: &str,
         servers: &[String],
         public: &PKeyRef<Public>,
-    ) -> Result<Arc<dyn KeyBackend>, String> {
+    ) -> Result<Arc<dyn KeyBackend>, BoxError> {
         let cache_key = format!("{}|{pool}|{servers:?}", keyless.connection_settings());
         let mut clients = self.clients.lock();
         clients.retain(|_, c| c.strong_count() > 0);
         let client = match clients.get(&cache_key).and_then(Weak::upgrade) {
             Some(c) => c,
             None => {
-                let c = Client::start(keyless, pool, servers)?;
+                let c = Client::start(keyless, pool, servers).map_err(RemoteKeyError::from)?;
                 crate::pools::register(&c);
                 clients.insert(cache_key, Arc::downgrade(&c));
                 c

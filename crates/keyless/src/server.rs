@@ -14,18 +14,20 @@
 //! [`BACKLOG_LIMIT`] bytes of them wait, and is closed when nothing can be written to it for
 //! `frame_timeout`: one client cannot make the key server buffer without bound.
 
-use crate::codec::{decode_request, encode_response, ErrorCode, FrameErrorKind, Request, Response};
+use crate::codec::{decode_request, encode_response, ErrorCode, Request, Response};
 use crate::frame_writer::{CountedSender, Drain};
-use crate::keystore::{hex, KeyStore};
-use crate::permissions::{Access, Permissions};
+use crate::keystore::{hex, KeyStore, KeyStoreError};
+use crate::permissions::{Access, PermissionError, Permissions};
 use crate::server_config::KeyServerConfig;
 use crate::server_metrics::{serve_admin, ServerMetrics};
 use crate::signer_pool::{Job, SignerPool};
+use crate::tls_setup::TlsSetupError;
 use crate::{algorithms, signing_input, tls_setup};
 use boring::ssl::SslAcceptor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tlsgate_error::{Classify, Side};
 use tokio::io::AsyncReadExt;
 
 /// Longest time a gateway may take to finish the TLS handshake.
@@ -48,16 +50,78 @@ struct Shared {
     frame_timeout: Duration,
 }
 
+/// Why the key server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A `keys` file or directory.
+    #[error(transparent)]
+    Keys(#[from] KeyStoreError),
+    /// `keys` names only files and directories without a private key.
+    #[error("keys: no private key found")]
+    NoKeys,
+    /// A `[[client]]` table names a key that is not loaded, or ambiguously.
+    #[error(transparent)]
+    Permissions(#[from] PermissionError),
+    /// The certificate, key or client CA.
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    /// The signing threads or the I/O runtime could not start.
+    #[error("cannot start {what}: {source}")]
+    Start {
+        /// `signing threads` or `the I/O runtime`.
+        what: &'static str,
+        /// The system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A listener cannot be bound.
+    #[error("{what}: cannot listen on {addr}: {source}")]
+    Listen {
+        /// `listen` or `admin`.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The SIGTERM handler cannot be installed.
+    #[error("cannot handle SIGTERM: {0}")]
+    Signal(#[source] std::io::Error),
+}
+
+impl Classify for ServerError {
+    fn side(&self) -> Side {
+        match self {
+            ServerError::Keys(e) => e.side(),
+            ServerError::Tls(e) => e.side(),
+            ServerError::NoKeys | ServerError::Permissions(_) | ServerError::Listen { .. } => Side::Config,
+            ServerError::Start { .. } | ServerError::Signal(_) => Side::Internal,
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            ServerError::Keys(e) => e.kind(),
+            ServerError::Tls(e) => e.kind(),
+            ServerError::NoKeys => "no_keys",
+            ServerError::Permissions(e) => e.kind(),
+            ServerError::Start { .. } => "start",
+            ServerError::Listen { .. } => "listen",
+            ServerError::Signal(_) => "signal",
+        }
+    }
+}
+
 /// Loads everything, binds, and serves until SIGTERM or SIGINT.
-pub fn run(config: KeyServerConfig) -> Result<(), String> {
+pub fn run(config: KeyServerConfig) -> Result<(), ServerError> {
     let keys = KeyStore::load(&config.keys)?;
     if keys.is_empty() {
-        return Err("keys: no private key found".into());
+        return Err(ServerError::NoKeys);
     }
     for k in keys.iter() {
         tracing::info!(key_id = %hex(&k.id), name = %k.name, kind = k.kind.as_str(), path = %k.path.display(), "key loaded");
     }
-    let permissions = Permissions::build(&config.clients, &keys).map_err(|e| e.to_string())?;
+    let permissions = Permissions::build(&config.clients, &keys)?;
     if !permissions.is_configured() {
         tracing::warn!(
             "no [[client]] permissions configured: every gateway let in may sign with every key (docs/KEYLESS.md)"
@@ -69,7 +133,10 @@ pub fn run(config: KeyServerConfig) -> Result<(), String> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let pool = SignerPool::start(threads, config.queue, metrics.clone()).map_err(|e| e.to_string())?;
+    let pool = SignerPool::start(threads, config.queue, metrics.clone()).map_err(|source| ServerError::Start {
+        what: "signing threads",
+        source,
+    })?;
     let shared = Arc::new(Shared {
         keys,
         acceptor,
@@ -84,19 +151,30 @@ pub fn run(config: KeyServerConfig) -> Result<(), String> {
         .thread_name("keyserver-io")
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| ServerError::Start {
+            what: "the I/O runtime",
+            source,
+        })?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|e| format!("listen: cannot listen on {}: {e}", config.listen))?;
+            .map_err(|source| ServerError::Listen {
+                what: "listen",
+                addr: config.listen,
+                source,
+            })?;
         if let Some(addr) = config.admin {
             let admin = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| format!("admin: cannot listen on {addr}: {e}"))?;
+                .map_err(|source| ServerError::Listen {
+                    what: "admin",
+                    addr,
+                    source,
+                })?;
             tokio::spawn(serve_admin(admin, metrics));
         }
         tracing::info!(listen = %config.listen, admin = ?config.admin, threads, queue = config.queue, "key server serving");
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Signal)?;
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -165,11 +243,7 @@ async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, s: Arc<Shar
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "bad frame from gateway");
-                    s.metrics.error(match e.kind {
-                        FrameErrorKind::Oversized(_) => "oversized",
-                        FrameErrorKind::BadVersion(_) => "bad_version",
-                        _ => "malformed",
-                    });
+                    s.metrics.error(e.kind.as_str());
                     answer(&tx, e.id, Response::Error(ErrorCode::Malformed));
                     match e.skip {
                         Some(n) => start += n,

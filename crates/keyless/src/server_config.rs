@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tlsgate_error::{Classify, Side};
 
 /// The key server's configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -74,11 +75,65 @@ fn default_log() -> String {
     "info".into()
 }
 
+/// Why the key server's configuration file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerConfigError {
+    /// The file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or not this model (unknown or missing fields, wrong types).
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The TOML error (it names the field and the line).
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A client identity that is neither `cn:NAME` nor `spki:<64 hex digits>`.
+    #[error("{}: {at}: {identity:?} is neither cn:NAME nor spki:<64 hex digits>", path.display())]
+    Identity {
+        /// The file.
+        path: PathBuf,
+        /// Where (`allowed_clients[0]`, `client[1].identity`).
+        at: String,
+        /// The identity as written.
+        identity: String,
+    },
+    /// `keys` is empty.
+    #[error("{}: keys: at least one key file or directory is required", path.display())]
+    NoKeys {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl Classify for ServerConfigError {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            ServerConfigError::Read { .. } => "config_unreadable",
+            ServerConfigError::Parse { .. } => "config_parse",
+            ServerConfigError::Identity { .. } => "config_identity",
+            ServerConfigError::NoKeys { .. } => "config_no_keys",
+        }
+    }
+}
+
 impl KeyServerConfig {
     /// Reads and parses `path`; relative paths are resolved against its directory.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut c: Self = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, ServerConfigError> {
+        let file = || path.to_path_buf();
+        let text = std::fs::read_to_string(path).map_err(|source| ServerConfigError::Read { path: file(), source })?;
+        let mut c: Self = toml::from_str(&text).map_err(|source| ServerConfigError::Parse { path: file(), source })?;
         let base = path.parent().unwrap_or(Path::new("."));
         for p in c
             .keys
@@ -89,28 +144,28 @@ impl KeyServerConfig {
                 *p = base.join(&*p);
             }
         }
-        for (i, id) in c.allowed_clients.iter().enumerate() {
-            if !valid_identity(id) {
-                return Err(format!(
-                    "{}: allowed_clients[{i}]: {id:?} is neither cn:NAME nor spki:<64 hex digits>",
-                    path.display()
-                ));
-            }
-        }
-        for (i, client) in c.clients.iter().enumerate() {
-            if !valid_identity(&client.identity) {
-                return Err(format!(
-                    "{}: client[{i}].identity: {:?} is neither cn:NAME nor spki:<64 hex digits>",
-                    path.display(),
-                    client.identity
-                ));
+        let identities = c
+            .allowed_clients
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (format!("allowed_clients[{i}]"), id))
+            .chain(
+                c.clients
+                    .iter()
+                    .enumerate()
+                    .map(|(i, client)| (format!("client[{i}].identity"), &client.identity)),
+            );
+        for (at, identity) in identities {
+            if !valid_identity(identity) {
+                return Err(ServerConfigError::Identity {
+                    path: file(),
+                    at,
+                    identity: identity.clone(),
+                });
             }
         }
         if c.keys.is_empty() {
-            return Err(format!(
-                "{}: keys: at least one key file or directory is required",
-                path.display()
-            ));
+            return Err(ServerConfigError::NoKeys { path: file() });
         }
         Ok(c)
     }

@@ -81,8 +81,16 @@ fn weak_and_unparsable_keys_are_refused_by_name() {
         &PKey::from_rsa(Rsa::generate(1024).unwrap()).unwrap(),
     );
     let err = keystore::KeyStore::load(&[dir.path().join("weak.key")]).err().unwrap();
+    assert!(
+        matches!(err, keystore::KeyStoreError::WeakRsa { bits: 1024, .. }),
+        "{err}"
+    );
+    assert_eq!(tlsgate_error::Classify::side(&err), tlsgate_error::Side::Config);
+    let err = err.to_string();
     assert!(err.contains("weak.key") && err.contains("1024"), "{err}");
     std::fs::write(dir.path().join("bad.key"), "-----BEGIN PRIVATE KEY-----\nnope\n").unwrap();
     let err = keystore::KeyStore::load(&[dir.path().join("bad.key")]).err().unwrap();
+    assert!(matches!(err, keystore::KeyStoreError::NotAKey { .. }), "{err}");
+    let err = err.to_string();
     assert!(err.contains("bad.key"), "{err}");
 }

@@ -14,6 +14,7 @@
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+use tlsgate_error::{Classify, Side};
 
 /// netem's table cap: entries are `i16` in units of 1/8192.
 const TABLE_MAX: f64 = 32767.0 / 8192.0;
@@ -33,17 +34,30 @@ pub enum Dist {
     Paretonormal,
 }
 
+/// A distribution name that is none of netem's four.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown distribution {0:?} (uniform, normal, pareto, paretonormal)")]
+pub struct UnknownDist(pub String);
+
+impl Classify for UnknownDist {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+
+    fn kind(&self) -> &'static str {
+        "unknown_distribution"
+    }
+}
+
 impl std::str::FromStr for Dist {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDist;
+    fn from_str(s: &str) -> Result<Self, UnknownDist> {
         match s {
             "uniform" => Ok(Dist::Uniform),
             "normal" => Ok(Dist::Normal),
             "pareto" => Ok(Dist::Pareto),
             "paretonormal" => Ok(Dist::Paretonormal),
-            _ => Err(format!(
-                "unknown distribution {s:?} (uniform, normal, pareto, paretonormal)"
-            )),
+            _ => Err(UnknownDist(s.to_string())),
         }
     }
 }
@@ -207,6 +221,17 @@ mod tests {
         let mean = v.iter().sum::<f64>() / n as f64;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
         (mean, var.sqrt())
+    }
+
+    #[test]
+    fn names_parse_and_unknown_ones_are_config_errors() {
+        assert_eq!("paretonormal".parse::<Dist>(), Ok(Dist::Paretonormal));
+        let e = "gauss".parse::<Dist>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown distribution \"gauss\" (uniform, normal, pareto, paretonormal)"
+        );
+        assert_eq!((e.side(), e.kind()), (Side::Config, "unknown_distribution"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use tlsgate_error::{Classify, Side};
 
 /// The impairments of one direction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,8 +80,8 @@ impl LinkSpec {
         self
     }
 
-    /// Checks the numbers.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the numbers: delays and jitter not negative, probabilities in `0..=1`.
+    pub fn validate(&self) -> Result<(), InvalidLink> {
         let prob = |p: f64| (0.0..=1.0).contains(&p);
         let ok = self.delay_ms >= 0.0
             && self.jitter_ms >= 0.0
@@ -98,8 +99,23 @@ impl LinkSpec {
         if ok {
             Ok(())
         } else {
-            Err(format!("invalid link parameters: {self:?}"))
+            Err(InvalidLink(Box::new(self.clone())))
         }
+    }
+}
+
+/// Link parameters out of range (a negative delay, a probability outside `0..=1`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid link parameters: {0:?}")]
+pub struct InvalidLink(pub Box<LinkSpec>);
+
+impl Classify for InvalidLink {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+
+    fn kind(&self) -> &'static str {
+        "invalid_link"
     }
 }
 
@@ -187,6 +203,20 @@ pub fn secs(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_range_parameters_are_refused() {
+        assert_eq!(LinkSpec::delay(10.0).with_loss(0.1).validate(), Ok(()));
+        let bad = LinkSpec {
+            reorder: 1.5,
+            ..LinkSpec::default()
+        };
+        let e = bad.validate().unwrap_err();
+        assert_eq!(*e.0, bad);
+        assert!(e.to_string().starts_with("invalid link parameters: LinkSpec {"), "{e}");
+        assert_eq!((e.side(), e.kind()), (Side::Config, "invalid_link"));
+        assert!(LinkSpec::delay(-1.0).validate().is_err());
+    }
 
     #[test]
     fn plain_delay() {

@@ -1,18 +1,50 @@
 //! Certificates for the experiments: a CA and, per chain size, an intermediate and a leaf, padded
 //! with a private non-critical extension of random (incompressible) bytes so the chain the
-//! server sends (leaf + intermediate) reaches a target size.
+//! server sends (leaf + intermediate) reaches a target size. Issued by tlsgate-tls's PKI
+//! ([`tlsgate_tls::pki`]); this module only sizes and writes the chains.
 //!
 //! This stands in for ML-DSA: BoringSSL as bound by `boring` 5 cannot load or sign with ML-DSA
 //! keys, so a "post-quantum chain" here is an ECDSA P-256 chain of the size an ML-DSA chain
 //! would have. The handshake carries the same bytes; the signature work differs (ECDSA), and the
 //! CertificateVerify stays ECDSA-sized (ML-DSA-44 would add ~2.3 KB there).
 
-use anyhow::Context;
-use rcgen::{BasicConstraints, CertificateParams, CustomExtension, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use std::path::{Path, PathBuf};
+use tlsgate_error::{Classify, Side};
+use tlsgate_tls::pki::{CertSpec, Certified, KeyKind, PkiError, RawExtension};
 
 /// Private OID (arc under a documentation-style enterprise number) of the padding extension.
-const PAD_OID: &[u64] = &[1, 3, 6, 1, 4, 1, 55555, 77, 1];
+const PAD_OID: &str = "1.3.6.1.4.1.55555.77.1";
+/// Validity of the lab's certificates (an experiment runs for minutes).
+const DAYS: u64 = 30;
+
+/// Why a chain could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// Issuing a certificate failed.
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    /// Writing a chain or key file failed.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+impl Classify for ChainError {
+    fn side(&self) -> Side {
+        Side::Internal
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            ChainError::Pki(e) => e.kind(),
+            ChainError::Write { .. } => "lab_write",
+        }
+    }
+}
 
 /// A chain written to disk.
 #[derive(Debug, Clone)]
@@ -27,8 +59,7 @@ pub struct ChainFiles {
 
 /// A CA that issues padded chains.
 pub struct Ca {
-    params: CertificateParams,
-    key: KeyPair,
+    ca: Certified,
     /// The CA certificate, PEM.
     pub pem: String,
 }
@@ -39,47 +70,50 @@ impl std::fmt::Debug for Ca {
     }
 }
 
-fn ca_params(cn: &str) -> anyhow::Result<CertificateParams> {
-    let mut p = CertificateParams::new(Vec::<String>::new())?;
-    p.distinguished_name.push(DnType::CommonName, cn);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    Ok(p)
+/// A padding extension of about `bytes` bytes: a DER OCTET STRING of random bytes.
+fn padding(bytes: usize) -> RawExtension {
+    let mut der = Vec::with_capacity(bytes + 4);
+    der.push(0x04);
+    match bytes {
+        0..=127 => der.push(bytes as u8),
+        128..=255 => der.extend([0x81, bytes as u8]),
+        _ => der.extend([0x82, (bytes >> 8) as u8, bytes as u8]),
+    }
+    der.extend((0..bytes).map(|_| rand::random::<u8>()));
+    RawExtension {
+        oid: PAD_OID.into(),
+        der,
+    }
 }
 
-fn padding(bytes: usize) -> CustomExtension {
-    // extnValue holds a DER OCTET STRING of random bytes.
-    let mut v = Vec::with_capacity(bytes + 4);
-    v.push(0x04);
-    match bytes {
-        0..=127 => v.push(bytes as u8),
-        128..=255 => v.extend([0x81, bytes as u8]),
-        _ => v.extend([0x82, (bytes >> 8) as u8, bytes as u8]),
+fn der_len(c: &Certified) -> Result<usize, PkiError> {
+    Ok(c.certificate().to_der()?.len())
+}
+
+fn write(path: PathBuf, contents: &str) -> Result<PathBuf, ChainError> {
+    match std::fs::write(&path, contents) {
+        Ok(()) => Ok(path),
+        Err(source) => Err(ChainError::Write { path, source }),
     }
-    v.extend((0..bytes).map(|_| rand::random::<u8>()));
-    CustomExtension::from_oid_content(PAD_OID, v)
 }
 
 impl Ca {
     /// A fresh self-signed ECDSA P-256 CA.
-    pub fn new() -> anyhow::Result<Self> {
-        let key = KeyPair::generate()?;
-        let params = ca_params("tlsgate lab CA")?;
-        let pem = params.self_signed(&key)?.pem();
-        Ok(Self { params, key, pem })
+    pub fn new() -> Result<Self, ChainError> {
+        let ca = Certified::issue(&CertSpec::ca("tlsgate lab CA", KeyKind::EcdsaP256, DAYS), None)?;
+        Ok(Self {
+            pem: ca.cert_pem.clone(),
+            ca,
+        })
     }
 
     /// Issues intermediate + leaf for `names`, padded so leaf + intermediate DER is about
     /// `target_bytes` (no padding when the plain chain is already that big, e.g. 0), and writes
     /// `<stem>.pem` and `<stem>.key` under `dir`.
-    pub fn chain(&self, dir: &Path, stem: &str, names: &[&str], target_bytes: usize) -> anyhow::Result<ChainFiles> {
+    pub fn chain(&self, dir: &Path, stem: &str, names: &[&str], target_bytes: usize) -> Result<ChainFiles, ChainError> {
         let plain = self.issue(names, 0, 0)?;
-        let base = plain.0.der().len() + plain.1.der().len();
-        let (leaf, inter, key) = if target_bytes > base {
+        let base = der_len(&plain.0)? + der_len(&plain.1)?;
+        let (leaf, inter) = if target_bytes > base {
             // Each extension costs ~20 bytes of framing besides its payload.
             let extra = target_bytes - base;
             let half = extra / 2;
@@ -87,43 +121,34 @@ impl Ca {
         } else {
             plain
         };
-        let chain_bytes = leaf.der().len() + inter.der().len();
-        let text = format!("{}{}", leaf.pem(), inter.pem());
-        let chain = dir.join(format!("{stem}.pem"));
-        let keyp = dir.join(format!("{stem}.key"));
-        std::fs::write(&chain, text).with_context(|| format!("write {}", chain.display()))?;
-        std::fs::write(&keyp, key).with_context(|| format!("write {}", keyp.display()))?;
+        let chain_bytes = der_len(&leaf)? + der_len(&inter)?;
+        let chain = write(
+            dir.join(format!("{stem}.pem")),
+            &format!("{}{}", leaf.cert_pem, inter.cert_pem),
+        )?;
+        let key = write(dir.join(format!("{stem}.key")), &leaf.key_pem)?;
         Ok(ChainFiles {
             chain,
-            key: keyp,
+            key,
             chain_bytes,
         })
     }
 
-    /// (leaf, intermediate, leaf key PEM).
-    fn issue(
-        &self,
-        names: &[&str],
-        leaf_pad: usize,
-        inter_pad: usize,
-    ) -> anyhow::Result<(rcgen::Certificate, rcgen::Certificate, String)> {
-        let ca = Issuer::from_params(&self.params, &self.key);
-        let ikey = KeyPair::generate()?;
-        let mut ip = ca_params("tlsgate lab intermediate")?;
-        if inter_pad > 0 {
-            ip.custom_extensions.push(padding(inter_pad));
-        }
-        let inter = ip.signed_by(&ikey, &ca)?;
-        let issuer = Issuer::from_params(&ip, &ikey);
-        let lkey = KeyPair::generate()?;
-        let mut lp = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
-        lp.distinguished_name
-            .push(DnType::CommonName, names.first().copied().unwrap_or("lab"));
-        if leaf_pad > 0 {
-            lp.custom_extensions.push(padding(leaf_pad));
-        }
-        let leaf = lp.signed_by(&lkey, &issuer)?;
-        Ok((leaf, inter, lkey.serialize_pem()))
+    /// (leaf, intermediate), each with its padding.
+    fn issue(&self, names: &[&str], leaf_pad: usize, inter_pad: usize) -> Result<(Certified, Certified), PkiError> {
+        let pad = |bytes: usize| if bytes > 0 { vec![padding(bytes)] } else { vec![] };
+        let inter = CertSpec {
+            extra: pad(inter_pad),
+            ..CertSpec::ca("tlsgate lab intermediate", KeyKind::EcdsaP256, DAYS)
+        };
+        let inter = Certified::issue(&inter, Some(&self.ca))?;
+        let leaf = CertSpec {
+            common_name: names.first().copied().unwrap_or("lab").into(),
+            extra: pad(leaf_pad),
+            ..CertSpec::leaf(names, KeyKind::EcdsaP256, DAYS)
+        };
+        let leaf = Certified::issue(&leaf, Some(&inter))?;
+        Ok((leaf, inter))
     }
 }
 
@@ -142,6 +167,10 @@ mod tests {
             assert!(c.chain_bytes.abs_diff(target) < 100, "{} vs {target}", c.chain_bytes);
             let pem = std::fs::read_to_string(&c.chain).unwrap();
             assert_eq!(pem.matches("BEGIN CERTIFICATE").count(), 2);
+            let key = std::fs::read(&c.key).unwrap();
+            let key = boring::pkey::PKey::private_key_from_pem(&key).unwrap();
+            let leaf = boring::x509::X509::from_pem(pem.as_bytes()).unwrap();
+            assert!(leaf.public_key().unwrap().public_eq(&key), "the key is the leaf's");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

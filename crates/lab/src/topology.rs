@@ -60,8 +60,8 @@ impl Lab {
 
     /// Builds a lab.
     pub fn with_options(a_to_b: LinkSpec, b_to_a: LinkSpec, opts: &LabOptions) -> anyhow::Result<Self> {
-        a_to_b.validate().map_err(anyhow::Error::msg)?;
-        b_to_a.validate().map_err(anyhow::Error::msg)?;
+        a_to_b.validate()?;
+        b_to_a.validate()?;
         let id = netns::unique_id();
         let a = Netns::create(&format!("{id}a"))?;
         let b = Netns::create(&format!("{id}b"))?;
@@ -133,8 +133,8 @@ impl Lab {
 
     /// Replaces both directions' impairments (takes effect for the next packet).
     pub fn set_links(&self, a_to_b: LinkSpec, b_to_a: LinkSpec) -> anyhow::Result<()> {
-        a_to_b.validate().map_err(anyhow::Error::msg)?;
-        b_to_a.validate().map_err(anyhow::Error::msg)?;
+        a_to_b.validate()?;
+        b_to_a.validate()?;
         self.fwd.set_links(a_to_b, b_to_a);
         Ok(())
     }

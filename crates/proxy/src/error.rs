@@ -7,16 +7,7 @@
 use crate::body::{full, Body};
 use http::{header, Response, StatusCode};
 
-/// Which side a failure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The client (downstream): a malformed or abandoned request.
-    Downstream,
-    /// The origin (upstream): unreachable, broken, or too slow.
-    Upstream,
-    /// The gateway itself.
-    Internal,
-}
+pub use tlsgate_error::Side;
 
 /// What went wrong with a request the gateway could not complete normally.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,6 +116,18 @@ impl ProxyError {
             Self::UpstreamHeaderTimeout => "timeout",
             Self::UpstreamSendTimeout => "send_timeout",
         }
+    }
+}
+
+impl tlsgate_error::Classify for ProxyError {
+    fn side(&self) -> Side {
+        ProxyError::side(self)
+    }
+    fn kind(&self) -> &'static str {
+        ProxyError::kind(self)
+    }
+    fn retry_safe(&self) -> bool {
+        ProxyError::retry_safe(self)
     }
 }
 

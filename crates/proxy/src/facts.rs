@@ -2,7 +2,7 @@
 //! (the handshake in `conn`, forwarding in `upstream`) and read by the access log. A leaf: it
 //! depends on no other module of the data path.
 
-use crate::request_body::SendState;
+use crate::upstream::request_body::SendState;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -6,8 +6,8 @@
 //! request routes with the newest generation, so a reload takes effect on open keep-alive
 //! connections too, without closing them.
 
-use crate::router::Router;
-use crate::source_limit::{Source, SourceLimits};
+use crate::downstream::source_limit::{Source, SourceLimits};
+use crate::request::router::Router;
 use crate::upstream::UpstreamGroup;
 use arc_swap::ArcSwap;
 use std::net::IpAddr;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tlsgate_admin::Metrics;
 use tlsgate_config::Config;
-use tlsgate_tls::{SessionState, TlsService};
+use tlsgate_tls::{SessionState, TlsBuildError, TlsService};
 use tokio::sync::watch;
 
 /// A site's HTTP side.
@@ -46,8 +46,8 @@ pub struct Generation {
 
 impl Generation {
     /// Builds a generation; the error names the field and file at fault.
-    pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, String> {
-        let tls = TlsService::build(&config, sessions).map_err(|e| e.to_string())?;
+    pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, TlsBuildError> {
+        let tls = TlsService::build(&config, sessions)?;
         let upstreams: Vec<Arc<UpstreamGroup>> = config
             .upstreams
             .iter()
@@ -97,7 +97,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Builds the first generation.
-    pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Arc<Self>, String> {
+    pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Arc<Self>, TlsBuildError> {
         let sessions = SessionState::new(&config.tls);
         let generation = Generation::build(config, &sessions, 1)?;
         let (shutdown, _) = watch::channel(false);
@@ -118,7 +118,7 @@ impl Gateway {
     }
 
     /// Builds and installs a new generation; on error the running one stays.
-    pub fn install(&self, config: Config) -> Result<u64, String> {
+    pub fn install(&self, config: Config) -> Result<u64, TlsBuildError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let generation = Generation::build(config, &self.sessions, id)?;
         self.sessions.reconfigure(&generation.config.tls);

@@ -1,33 +1,36 @@
-//! tlsgate's data path.
+//! tlsgate's data path, laid out by side.
 //!
-//! A connection flows: [`listener`] (per-worker SO_REUSEPORT socket, admission against the
-//! connection limit) → [`conn`] (TLS handshake through tlsgate-tls, metrics, ALPN) → hyper's
-//! HTTP/1.1 or HTTP/2 server → [`service`] ([`request_check`]: authority, framing, normalised
-//! path; route by Host and path prefix with [`router`]) → fixed response or [`upstream`] (pooled
-//! keep-alive HTTP/1.1 to origin servers, streaming; headers by [`forwarding`], the request body
-//! watched by [`request_body`]; failures typed by [`error`]) → [`access_log`].
-//! [`gateway`] holds the configuration generation that reloads swap atomically.
-//! [`stapling`] keeps each certificate's OCSP staple fresh.
+//! ```text
+//!  client ──▶ downstream ──────────────▶ request ─────────────▶ upstream ──▶ origin
+//!             listener (accept, admit)   service (one request)  group: pick a server
+//!             conn (TLS handshake,       check (authority,      pool + connector (TCP)
+//!               HTTP/1.1 or HTTP/2)        framing, path)       forwarding (headers)
+//!             io, records (metering,     router (Host, prefix)  request_body (send
+//!               record sizing)           access_log               watch, timeouts)
+//!             redirect, stapling
+//! ```
+//!
+//! * [`downstream`]: everything that faces clients — sockets, admission, the TLS handshake,
+//!   the HTTP server per version, metering and dynamic record sizing, the HTTP→HTTPS redirect
+//!   listener, OCSP staple upkeep.
+//! * [`request`]: one request, independent of the HTTP version it came in on: validation,
+//!   routing, the fixed responses the gateway makes itself, the access log.
+//! * [`upstream`]: everything that faces origins — server choice, the connection pool,
+//!   header forwarding, the request body's send watch.
+//! * Shared leaf types: [`error`] (typed failures with their side and retry safety), [`body`],
+//!   [`facts`] (what the access log records), [`context`] (one client connection's facts);
+//!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
-pub mod access_log;
 pub mod body;
-pub mod conn;
 pub mod context;
+pub mod downstream;
 pub mod error;
 pub mod facts;
-pub mod forwarding;
 pub mod gateway;
-pub mod io;
-pub mod listener;
-pub mod records;
-pub mod redirect;
-pub mod request_body;
-pub mod request_check;
-pub mod router;
-pub mod service;
-pub mod source_limit;
-pub mod stapling;
+pub mod request;
 pub mod upstream;
 
+pub use downstream::{listener, stapling};
 pub use gateway::{Gateway, Generation};
+pub use request::access_log;

@@ -19,7 +19,7 @@ pub mod stores;
 
 pub use balancer::RoundRobin;
 pub use origin::Origin;
-pub use process::{run, GatewayProcess, Output};
+pub use process::{run, GatewayProcess, Output, StartError};
 pub use raw_origin::RawOrigin;
 pub use stores::StoreProcess;
 

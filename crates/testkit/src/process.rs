@@ -3,8 +3,12 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use tlsgate_error::{Classify, Side};
+
+/// How long [`GatewayProcess::spawn`] waits for the process to get ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What a client command produced.
 #[derive(Debug)]
@@ -74,6 +78,68 @@ pub fn run(program: &str, args: &[&str], stdin: &[u8], hold: Duration, timeout: 
     }
 }
 
+/// Why a process under test did not start. Tests that expect a refusal read what it logged
+/// ([`StartError::log`]) or the whole message (the reason, then the log).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The binary could not be executed.
+    #[error("cannot start {}: {source}", binary.display())]
+    Spawn {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It exited before it was ready (it refused its configuration, a port was taken, ...).
+    #[error("exited with {status}\n{log}")]
+    Exited {
+        /// Its exit status.
+        status: ExitStatus,
+        /// Everything it logged.
+        log: String,
+    },
+    /// It kept running but never got ready.
+    #[error("not ready after {} s\n{log}", READY_TIMEOUT.as_secs())]
+    NotReady {
+        /// Everything it logged.
+        log: String,
+    },
+}
+
+impl StartError {
+    /// What the process logged before it exited or was given up on (empty when it never ran).
+    pub fn log(&self) -> &str {
+        match self {
+            Self::Spawn { .. } => "",
+            Self::Exited { log, .. } | Self::NotReady { log } => log,
+        }
+    }
+}
+
+impl Classify for StartError {
+    fn side(&self) -> Side {
+        match self {
+            Self::Spawn { .. } => Side::Internal,
+            Self::Exited { .. } | Self::NotReady { .. } => Side::Upstream,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Spawn { .. } => "spawn",
+            Self::Exited { .. } => "exited",
+            Self::NotReady { .. } => "not_ready",
+        }
+    }
+}
+
+/// For test helpers that return `Result<_, String>`: the reason and the log.
+impl From<StartError> for String {
+    fn from(e: StartError) -> String {
+        e.to_string()
+    }
+}
+
 /// A running `tlsgate serve` process; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct GatewayProcess {
     child: Option<Child>,
@@ -90,12 +156,12 @@ impl GatewayProcess {
     /// Writes `config` (TOML) to a file and starts `binary serve --config FILE`; waits until the
     /// admin listener answers /healthz and every `wait_ports` accepts connections.
     pub fn start(binary: &Path, config: &str, admin_port: u16, wait_ports: &[u16]) -> Self {
-        Self::try_start(binary, config, admin_port, wait_ports)
-            .unwrap_or_else(|log| panic!("tlsgate did not start:\n{log}"))
+        Self::try_start(binary, config, admin_port, wait_ports).unwrap_or_else(|e| panic!("tlsgate did not start: {e}"))
     }
 
-    /// Like [`GatewayProcess::start`], returning the log when the process exits or never gets ready.
-    pub fn try_start(binary: &Path, config: &str, admin_port: u16, wait_ports: &[u16]) -> Result<Self, String> {
+    /// Like [`GatewayProcess::start`], returning why (with the log) when the process exits or
+    /// never gets ready.
+    pub fn try_start(binary: &Path, config: &str, admin_port: u16, wait_ports: &[u16]) -> Result<Self, StartError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let config_path = dir.path().join("tlsgate.toml");
         std::fs::write(&config_path, config).expect("write config");
@@ -118,7 +184,7 @@ impl GatewayProcess {
         config: PathBuf,
         admin_port: u16,
         wait_ports: &[u16],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let log = dir.path().join("tlsgate.log");
         let log_file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(binary)
@@ -132,7 +198,10 @@ impl GatewayProcess {
             .stdout(log_file.try_clone().expect("dup"))
             .stderr(log_file)
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            .map_err(|source| StartError::Spawn {
+                binary: binary.to_path_buf(),
+                source,
+            })?;
         let mut gw = Self {
             child: Some(child),
             dir,
@@ -140,10 +209,10 @@ impl GatewayProcess {
             admin_port,
             log,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(status) = gw.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                return Err(format!("exited with {status}\n{}", gw.log()));
+                return Err(StartError::Exited { status, log: gw.log() });
             }
             let ready = gw.http_get("/healthz").is_some_and(|(code, _)| code == 200)
                 && wait_ports.iter().all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok());
@@ -151,7 +220,7 @@ impl GatewayProcess {
                 return Ok(gw);
             }
             if Instant::now() > deadline {
-                return Err(format!("not ready after 20 s\n{}", gw.log()));
+                return Err(StartError::NotReady { log: gw.log() });
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -270,5 +339,22 @@ impl Drop for GatewayProcess {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_is_a_spawn_error_without_a_log() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("none.toml");
+        let e = GatewayProcess::spawn(Path::new("/nonexistent/tlsgate"), &[], dir, config, 1, &[])
+            .err()
+            .expect("refused");
+        assert_eq!((e.side(), e.kind(), e.log()), (Side::Internal, "spawn", ""));
+        assert!(e.to_string().starts_with("cannot start /nonexistent/tlsgate: "), "{e}");
+        assert!(String::from(e).starts_with("cannot start"));
     }
 }

@@ -14,8 +14,16 @@
 //! deadline. Operations that finish before their deadline (nearly all) never touch the timer
 //! wheel. A deadline fires no earlier than asked and, like tokio's, within about a millisecond
 //! (the wheel's resolution) after.
+//!
+//! [`breaker`]: the circuit breaker that the same callers put in front of what they wait on
+//! ([`Breaker`]: opens after consecutive failures; closed by a probe, or on trial after a
+//! cooldown).
 
 #![forbid(unsafe_code)]
+
+pub mod breaker;
+
+pub use breaker::{Breaker, Recovery};
 
 use pin_project_lite::pin_project;
 use std::future::Future;

@@ -1,7 +1,8 @@
 //! Single-core speed of the private-key and key-exchange operations a TLS handshake costs the
-//! server, with BoringSSL (what tlsgate uses: `LocalKey::sign_now`, i.e. `boring::sign::Signer`)
-//! and with aws-lc-rs, plus the "crypto ceiling" of a full TLS 1.3 handshake
-//! (one ECDSA P-256 signature + one X25519 key generation and derivation).
+//! server, with BoringSSL (what tlsgate uses: `LocalKey::sign_now`, i.e. `boring::sign::Signer`),
+//! plus the "crypto ceiling" of a full TLS 1.3 handshake (one ECDSA P-256 signature + one X25519
+//! key generation and derivation). Earlier versions also measured aws-lc-rs (docs/BENCHMARKS.md
+//! keeps those figures); tlsgate no longer links it.
 //!
 //! ```text
 //! cargo run --release -p tlsgate-tls --example sign_speed            # 1 s per measurement
@@ -14,7 +15,6 @@
 //! ```text
 //! ```
 
-use aws_lc_rs::{agreement, rand::SystemRandom, signature};
 use boring::derive::Deriver;
 use boring::ec::{EcGroup, EcKey};
 use boring::nid::Nid;
@@ -62,7 +62,6 @@ fn rate(secs: f64, mut op: impl FnMut()) -> f64 {
 struct Row {
     name: &'static str,
     boring: f64,
-    aws_lc: Option<f64>,
 }
 
 fn main() {
@@ -78,15 +77,8 @@ fn main() {
     let ec =
         PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap();
     let rsa = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
-    let ec_pkcs8 = ec.private_key_to_der_pkcs8().unwrap();
-    let rsa_pkcs8 = rsa.private_key_to_der_pkcs8().unwrap();
     let ec_local = LocalKey::new(ec.clone());
     let rsa_local = LocalKey::new(rsa);
-
-    let rng = SystemRandom::new();
-    let aws_ec = signature::EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_ASN1_SIGNING, &ec_pkcs8).unwrap();
-    let aws_rsa = signature::RsaKeyPair::from_pkcs8(&rsa_pkcs8).unwrap();
-    let mut rsa_sig = vec![0u8; aws_rsa.public_modulus_len()];
 
     let mut rows = Vec::new();
     let boring_sign = |key: &LocalKey, alg: Alg| {
@@ -98,35 +90,18 @@ fn main() {
     rows.push(Row {
         name: "ECDSA P-256 SHA-256 sign",
         boring: boring_sign(&ec_local, Alg::ECDSA_SECP256R1_SHA256),
-        aws_lc: Some(rate(secs, || {
-            black_box(aws_ec.sign(&rng, black_box(&message)).unwrap());
-        })),
     });
     rows.push(Row {
         name: "RSA-2048 PSS SHA-256 sign",
         boring: boring_sign(&rsa_local, Alg::RSA_PSS_RSAE_SHA256),
-        aws_lc: Some(rate(secs, || {
-            aws_rsa
-                .sign(&signature::RSA_PSS_SHA256, &rng, black_box(&message), &mut rsa_sig)
-                .unwrap();
-            black_box(&rsa_sig);
-        })),
     });
     rows.push(Row {
         name: "RSA-2048 PKCS#1 SHA-256 sign",
         boring: boring_sign(&rsa_local, Alg::RSA_PKCS1_SHA256),
-        aws_lc: Some(rate(secs, || {
-            aws_rsa
-                .sign(&signature::RSA_PKCS1_SHA256, &rng, black_box(&message), &mut rsa_sig)
-                .unwrap();
-            black_box(&rsa_sig);
-        })),
     });
 
     // X25519: the server's share of an ECDHE key exchange (new key pair, then the shared secret).
     let peer = PKey::generate(Id::X25519).unwrap();
-    let mut peer_raw = [0u8; 32];
-    peer.raw_public_key(&mut peer_raw).unwrap();
     let x25519_boring = rate(secs, || {
         let mine = PKey::generate(Id::X25519).unwrap();
         let mut d = Deriver::new(&mine).unwrap();
@@ -135,20 +110,9 @@ fn main() {
         let mut public = [0u8; 32];
         black_box(mine.raw_public_key(&mut public).unwrap());
     });
-    let x25519_aws = rate(secs, || {
-        let mine = agreement::EphemeralPrivateKey::generate(&agreement::X25519, &rng).unwrap();
-        black_box(mine.compute_public_key().unwrap());
-        let theirs = agreement::UnparsedPublicKey::new(&agreement::X25519, &peer_raw);
-        agreement::agree_ephemeral(mine, theirs, (), |k| {
-            black_box(k);
-            Ok(())
-        })
-        .unwrap();
-    });
     rows.push(Row {
         name: "X25519 keygen + derive",
         boring: x25519_boring,
-        aws_lc: Some(x25519_aws),
     });
 
     // What a TLS client pays on top (for reading bench results): verifying the ECDSA signature.
@@ -161,25 +125,13 @@ fn main() {
     rows.push(Row {
         name: "ECDSA P-256 verify (client side)",
         boring: ec_verify,
-        aws_lc: None,
     });
 
     println!("One thread, {secs} CPU-seconds per measurement (operations per CPU-second; higher is better)\n");
-    println!("| operation | BoringSSL | aws-lc-rs | faster |");
-    println!("|---|---:|---:|---|");
+    println!("| operation | BoringSSL |");
+    println!("|---|---:|");
     for r in &rows {
-        let (aws, faster) = match r.aws_lc {
-            Some(a) => (
-                format!("{a:.0}"),
-                if a > r.boring {
-                    format!("aws-lc-rs ×{:.2}", a / r.boring)
-                } else {
-                    format!("BoringSSL ×{:.2}", r.boring / a)
-                },
-            ),
-            None => ("—".into(), "—".into()),
-        };
-        println!("| {} | {:.0} | {aws} | {faster} |", r.name, r.boring);
+        println!("| {} | {:.0} |", r.name, r.boring);
     }
     let ecdsa = rows[0].boring;
     let ceiling = 1.0 / (1.0 / ecdsa + 1.0 / x25519_boring);

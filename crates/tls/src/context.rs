@@ -7,6 +7,7 @@
 //! through the async private-key hook. BoringSSL keeps using the front context for sessions after
 //! the switch (`SSL_set_SSL_CTX` swaps only the certificate configuration).
 
+pub use crate::error::TlsBuildError;
 use crate::keys::{KeyBackend, KeyMethod, KeyType, LocalKey};
 use crate::session_cache::SessionCache;
 use crate::tickets::TicketKeyRing;
@@ -24,29 +25,6 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock};
 use tlsgate_config::{Config, SiteConfig, TlsConfig, TlsVersion, UnknownSni};
 use tlsgate_wire::client_hello::ClientCapabilities;
-
-/// Why the TLS configuration could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsBuildError {
-    /// A file could not be read or parsed.
-    #[error("{field}: {path}: {message}")]
-    File {
-        /// Config field, e.g. `site[0].certificate[1].key`.
-        field: String,
-        /// The file.
-        path: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// BoringSSL refused a setting.
-    #[error("{field}: {message}")]
-    Setting {
-        /// Config field.
-        field: String,
-        /// BoringSSL's message.
-        message: String,
-    },
-}
 
 /// State that outlives configuration reloads: resumption must keep working across them.
 #[derive(Debug, Clone)]
@@ -112,7 +90,6 @@ pub struct SiteTls {
 #[derive(Debug, Clone, Copy)]
 struct SiteTag {
     site: usize,
-    key_type: KeyType,
 }
 
 static SITE_TAG: LazyLock<Index<SslContext, SiteTag>> =
@@ -260,17 +237,10 @@ impl TlsService {
     }
 }
 
-/// Key type of the certificate a connection was served.
-pub(crate) fn served_key_type(ssl: &SslRef) -> KeyType {
-    ssl.ssl_context()
-        .ex_data(*SITE_TAG)
-        .map_or(KeyType::Other, |t| t.key_type)
-}
-
 fn setting(field: &str) -> impl Fn(boring::error::ErrorStack) -> TlsBuildError + '_ {
-    move |e| TlsBuildError::Setting {
+    move |source| TlsBuildError::Setting {
         field: field.to_string(),
-        message: e.to_string(),
+        source,
     }
 }
 
@@ -379,7 +349,7 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
             Some((ed.clone(), fut))
         });
         let ctx = match selector.choose(hello) {
-            Some(variant) => Some((variant.ctx.clone(), variant.staple.clone())),
+            Some(variant) => Some((variant.ctx.clone(), variant.key_type, variant.staple.clone())),
             None => {
                 // Refused in the servername callback below, which can choose the alert.
                 handshake_info::mark_sni_rejected(hello.ssl());
@@ -396,11 +366,12 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
                 None => false,
             };
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
-                Some((ctx, staple)) => {
+                Some((ctx, key_type, staple)) => {
                     hello
                         .ssl_mut()
                         .set_ssl_context(&ctx)
                         .map_err(|_| AsyncSelectCertError)?;
+                    handshake_info::record_certificate(hello.ssl_mut(), key_type);
                     if refuse_early_data {
                         // After the switch (SSL_set_SSL_CTX copies the context's 0-RTT flag) and
                         // before BoringSSL reads the early_data extension: 0-RTT off for this
@@ -446,10 +417,10 @@ fn build_site(
             // Keyless: the key servers sign; the key type comes from the certificate.
             let pool = cert.key_server_pool.as_deref();
             let backend =
-                crate::remote_keys::backend(keyless, pool, &cert.key_servers, &leaf_key).map_err(|message| {
-                    TlsBuildError::Setting {
+                crate::remote_keys::backend(keyless, pool, &cert.key_servers, &leaf_key).map_err(|source| {
+                    TlsBuildError::KeyServers {
                         field: format!("{at}.key_servers"),
-                        message,
+                        source,
                     }
                 })?;
             variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
@@ -504,7 +475,7 @@ pub fn build_variant(
         .map_err(setting(at))?;
     let key_type = backend.key_type();
     b.set_async_private_key_method(KeyMethod(backend));
-    b.set_ex_data(*SITE_TAG, SiteTag { site: index, key_type });
+    b.set_ex_data(*SITE_TAG, SiteTag { site: index });
     let ders: Vec<Vec<u8>> = chain.iter().filter_map(|c| c.to_der().ok()).collect();
     let not_after = ders.first().map_or(0, |der| {
         x509_parser::parse_x509_certificate(der).map_or(0, |(_, c)| c.validity().not_after.timestamp())
@@ -518,30 +489,47 @@ pub fn build_variant(
     })
 }
 
-/// Reads a PEM chain (leaf first).
-pub fn load_chain(field: &str, path: &Path) -> Result<Vec<X509>, TlsBuildError> {
-    let err = |message: String| TlsBuildError::File {
+/// Reads a file named by configuration field `field`.
+pub(crate) fn read_file(field: &str, path: &Path) -> Result<Vec<u8>, TlsBuildError> {
+    std::fs::read(path).map_err(|source| TlsBuildError::Read {
         field: field.into(),
         path: path.display().to_string(),
-        message,
-    };
-    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    let chain = X509::stack_from_pem(&pem).map_err(|e| err(format!("not a PEM certificate chain: {e}")))?;
+        source,
+    })
+}
+
+fn parse_error(
+    field: &str,
+    path: &Path,
+    what: &'static str,
+) -> impl FnOnce(boring::error::ErrorStack) -> TlsBuildError {
+    let (field, path) = (field.to_string(), path.display().to_string());
+    move |source| TlsBuildError::Parse {
+        field,
+        path,
+        what,
+        source,
+    }
+}
+
+/// Reads a PEM chain (leaf first).
+pub fn load_chain(field: &str, path: &Path) -> Result<Vec<X509>, TlsBuildError> {
+    let pem = read_file(field, path)?;
+    let chain = X509::stack_from_pem(&pem).map_err(parse_error(field, path, "PEM certificate chain"))?;
     if chain.is_empty() {
-        return Err(err("no certificate in file".into()));
+        return Err(TlsBuildError::File {
+            field: field.into(),
+            path: path.display().to_string(),
+            message: "no certificate in file".into(),
+        });
     }
     Ok(chain)
 }
 
 /// Reads a PEM private key.
 pub fn load_key(field: &str, path: &Path) -> Result<PKey<boring::pkey::Private>, TlsBuildError> {
-    let err = |message: String| TlsBuildError::File {
-        field: field.into(),
-        path: path.display().to_string(),
-        message,
-    };
-    let pem = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    PKey::private_key_from_pem(&pem).map_err(|e| err(format!("not a PEM private key: {e}")))
+    let pem = read_file(field, path)?;
+    PKey::private_key_from_pem(&pem).map_err(parse_error(field, path, "PEM private key"))
 }
 
 #[cfg(test)]

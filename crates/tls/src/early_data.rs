@@ -114,10 +114,7 @@ impl EarlyData {
         }
         let identity = tlsgate_wire::client_hello::first_psk_identity(psk_ext?)?;
         self.stats.offered.fetch_add(1, Ordering::Relaxed);
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, identity);
-        let mut key = [0u8; 32];
-        key.copy_from_slice(digest.as_ref());
-        Some(self.guard().claim(key, ttl))
+        Some(self.guard().claim(claim_key(identity), ttl))
     }
 
     /// Counts a claim's outcome.
@@ -131,9 +128,28 @@ impl EarlyData {
     }
 }
 
+/// The key a ticket is claimed under: SHA-256 of its PSK identity (the same on every node and
+/// every version, so claims made by nodes of mixed versions in one cluster still collide).
+fn claim_key(identity: &[u8]) -> [u8; 32] {
+    boring::sha::sha256(identity)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claim_key_is_sha256_of_the_identity() {
+        // Computed with aws-lc-rs's SHA-256 before the switch to BoringSSL.
+        assert_eq!(
+            hex(&claim_key(b"psk identity")),
+            "2c79cc03feea6aa78df95103a52b6b4872680fdca3567fefcf9913c30d9bbc7a"
+        );
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
 
     fn now<F: Future>(f: F) -> F::Output {
         futures_util::FutureExt::now_or_never(f).expect("ready")

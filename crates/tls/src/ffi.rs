@@ -6,11 +6,18 @@
 //! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
 //! the socket options socket2 lacks (`TCP_INFO` for the record sizer and TCP Fast Open
 //! accounting, the listeners' `TCP_FASTOPEN`), and the strict TLS 1.3 cipher order.
+//!
+//! It imports nothing from the rest of the crate: where a callback needs a decision (which ticket
+//! key, which cached session), it asks a trait defined here ([`TicketKeys`], [`SessionStore`]),
+//! which the policy modules above (`tickets`, `session_cache`) implement.
 
-use crate::session_cache::{Lookup, SessionCache};
-use crate::tickets::TicketKeyRing;
+use boring::hash::MessageDigest;
+use boring::hmac::HmacCtxRef;
 use boring::ssl::{SslContextBuilder, SslRef, SslSession, TicketKeyCallbackResult};
+use boring::symm::{Cipher, CipherCtxRef};
 use foreign_types::ForeignTypeRef;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// Sets how long sessions (TLS 1.2 session IDs and tickets, TLS 1.3 tickets) stay resumable.
@@ -205,53 +212,154 @@ pub fn set_client_session(
     unsafe { ssl.set_session(session) }
 }
 
-/// Installs `ring` as the session-ticket encryption callback (TLS 1.2 tickets and TLS 1.3 PSKs).
-///
-/// Encryption uses the ring's current key; decryption accepts any key still in the ring and asks
-/// for a fresh ticket when the key used is no longer current.
-pub fn install_ticket_keys(builder: &mut SslContextBuilder, ring: Arc<TicketKeyRing>) {
+// --- Session resumption. The policy (which key, which session, what to count) lives in
+// `tickets` and `session_cache`; this module only owns the BoringSSL contract of each callback.
+
+/// One session-ticket key (BoringSSL's classic ticket format: AES-128-CBC and HMAC-SHA256).
+#[derive(Clone, Copy)]
+pub struct TicketKeyMaterial {
+    /// Key name sent in the clear in each ticket, to find the key again.
+    pub name: [u8; 16],
+    /// AES-128-CBC key.
+    pub aes: [u8; 16],
+    /// HMAC-SHA256 key.
+    pub hmac: [u8; 32],
+}
+
+impl std::fmt::Debug for TicketKeyMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material.
+        f.debug_struct("TicketKeyMaterial").finish_non_exhaustive()
+    }
+}
+
+/// What the ticket-key policy answers for a ticket a client presents.
+#[derive(Debug)]
+pub enum TicketDecryption {
+    /// No key of that name: fall back to a full handshake.
+    Unknown,
+    /// The current key: resume.
+    Current(TicketKeyMaterial),
+    /// A retired key still accepted: resume and issue a fresh ticket under the current key.
+    Retired(TicketKeyMaterial),
+}
+
+/// The ticket-key policy behind BoringSSL's ticket callback (`tickets::TicketKeyRing`).
+pub trait TicketKeys: Send + Sync + 'static {
+    /// The key that encrypts a new ticket; None issues no ticket.
+    fn encrypting_key(&self) -> Option<TicketKeyMaterial>;
+    /// The key named `name` in a ticket presented on `ssl`.
+    fn decrypting_key(&self, ssl: &SslRef, name: &[u8; 16]) -> TicketDecryption;
+}
+
+/// Installs `keys` as the session-ticket encryption callback (TLS 1.2 tickets and TLS 1.3 PSKs).
+pub fn install_ticket_keys<T: TicketKeys>(builder: &mut SslContextBuilder, keys: Arc<T>) {
     let callback =
         move |ssl: &SslRef,
               name: &mut [u8; 16],
               iv: &mut [u8; boring_sys::EVP_MAX_IV_LENGTH as usize],
-              cipher: &mut boring::symm::CipherCtxRef,
-              hmac: &mut boring::hmac::HmacCtxRef,
-              encrypt: bool| { ring.ticket_callback(ssl, name, iv, cipher, hmac, encrypt) };
-    // SAFETY: the callback initialises the cipher and HMAC contexts with a key, the IV and the key
-    // name as `SSL_CTX_set_tlsext_ticket_key_cb` requires on every path that returns Success or
-    // DecryptSuccessRenew (see `TicketKeyRing::ticket_callback`), and returns Noop/Error otherwise.
+              cipher: &mut CipherCtxRef,
+              hmac: &mut HmacCtxRef,
+              encrypt: bool| { ticket_callback(&*keys, ssl, name, iv, cipher, hmac, encrypt) };
+    // SAFETY: `ticket_callback` initialises the cipher and HMAC contexts with a key, the IV and
+    // the key name, as `SSL_CTX_set_tlsext_ticket_key_cb` requires, on every path that returns
+    // Success or DecryptSuccessRenew, and returns Noop or Error on every other path.
     unsafe { builder.set_ticket_key_callback(callback) };
 }
 
-/// Installs `cache` as the server-side TLS 1.2 session-ID store, looked up through BoringSSL's
-/// asynchronous session callback: a local hit resumes at once; a local miss may ask the cluster
-/// store, and the handshake waits (bounded by the store's own timeout) for its answer.
-pub fn install_session_cache(builder: &mut SslContextBuilder, cache: Arc<SessionCache>) {
-    let store = cache.clone();
-    builder.set_new_session_callback(move |ssl, session| store.insert(ssl, session));
-    // SAFETY: every session returned is decoded from DER by `SslSession::from_der`, so it is a fresh
-    // object not tied to any other SSL_CTX, which is the contract of the async get-session callback.
-    unsafe {
-        tokio_boring::SslContextBuilderExt::set_async_get_session_callback(builder, move |ssl, id| {
-            let fut: boring::ssl::BoxGetSessionFuture = match cache.lookup(ssl, id)? {
-                Lookup::Local(der) => Box::pin(async move {
-                    let finish: boring::ssl::BoxGetSessionFinish =
-                        Box::new(move |_ssl: &mut SslRef, _id: &[u8]| SslSession::from_der(&der).ok());
-                    Some(finish)
-                }),
-                Lookup::Remote(fetch) => Box::pin(async move {
+/// The body of the ticket callback: asks the policy for a key and sets up the contexts with it.
+fn ticket_callback(
+    keys: &dyn TicketKeys,
+    ssl: &SslRef,
+    name: &mut [u8; 16],
+    iv: &mut [u8; boring_sys::EVP_MAX_IV_LENGTH as usize],
+    cipher: &mut CipherCtxRef,
+    hmac: &mut HmacCtxRef,
+    encrypt: bool,
+) -> TicketKeyCallbackResult {
+    if encrypt {
+        let Some(key) = keys.encrypting_key() else {
+            return TicketKeyCallbackResult::Noop;
+        };
+        *name = key.name;
+        *iv = [0; boring_sys::EVP_MAX_IV_LENGTH as usize];
+        if boring::rand::rand_bytes(&mut iv[..16]).is_err() {
+            return TicketKeyCallbackResult::Error;
+        }
+        if cipher.init_encrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
+            || hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
+        {
+            return TicketKeyCallbackResult::Error;
+        }
+        return TicketKeyCallbackResult::Success;
+    }
+    let (key, success) = match keys.decrypting_key(ssl, name) {
+        TicketDecryption::Unknown => return TicketKeyCallbackResult::Noop,
+        TicketDecryption::Current(key) => (key, TicketKeyCallbackResult::Success),
+        TicketDecryption::Retired(key) => (key, TicketKeyCallbackResult::DecryptSuccessRenew),
+    };
+    if hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
+        || cipher.init_decrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
+    {
+        return TicketKeyCallbackResult::Error;
+    }
+    success
+}
+
+/// A session lookup in flight: resolves to the session's DER, or None (miss, timeout, error).
+pub type PendingSession = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
+
+/// Where a session-ID lookup goes on.
+pub enum SessionLookup {
+    /// Found at once: the session's DER.
+    Found(Vec<u8>),
+    /// Asked elsewhere; the handshake waits for the answer.
+    Pending(PendingSession),
+}
+
+/// The server-side session-ID store behind BoringSSL's external-cache callbacks
+/// (`session_cache::SessionCache`).
+pub trait SessionStore: Send + Sync + 'static {
+    /// Keeps a session BoringSSL has just created.
+    fn insert(&self, ssl: &mut SslRef, session: SslSession);
+    /// Starts looking up session `id` for `ssl`; None when there is nothing to find.
+    fn lookup(self: Arc<Self>, ssl: &SslRef, id: &[u8]) -> Option<SessionLookup>;
+    /// A pending lookup's session is being resumed on `ssl`.
+    fn pending_resumed(&self, ssl: &SslRef);
+}
+
+/// Installs `store` as the server-side TLS 1.2 session-ID store, looked up through BoringSSL's
+/// asynchronous session callback: a session found at once resumes at once; a pending lookup
+/// makes the handshake wait (bounded by the store's own timeout) for its answer.
+pub fn install_session_cache<T: SessionStore>(builder: &mut SslContextBuilder, store: Arc<T>) {
+    let inserting = store.clone();
+    builder.set_new_session_callback(move |ssl, session| inserting.insert(ssl, session));
+    let callback = move |ssl: &mut SslRef, id: &[u8]| {
+        let fut: boring::ssl::BoxGetSessionFuture = match store.clone().lookup(ssl, id)? {
+            SessionLookup::Found(der) => Box::pin(async move {
+                let finish: boring::ssl::BoxGetSessionFinish =
+                    Box::new(move |_ssl: &mut SslRef, _id: &[u8]| SslSession::from_der(&der).ok());
+                Some(finish)
+            }),
+            SessionLookup::Pending(fetch) => {
+                let store = store.clone();
+                Box::pin(async move {
                     let der = fetch.await?;
                     let finish: boring::ssl::BoxGetSessionFinish = Box::new(move |ssl: &mut SslRef, _id: &[u8]| {
                         let session = SslSession::from_der(&der).ok()?;
-                        crate::handshake_info::mark_session_id(ssl);
+                        store.pending_resumed(ssl);
                         Some(session)
                     });
                     Some(finish)
-                }),
-            };
-            Some(fut)
-        });
-    }
+                })
+            }
+        };
+        Some(fut)
+    };
+    // SAFETY: every session the callback returns is decoded from DER by `SslSession::from_der`,
+    // so it is a fresh object not tied to any other SSL_CTX, which is the contract of the async
+    // get-session callback.
+    unsafe { tokio_boring::SslContextBuilderExt::set_async_get_session_callback(builder, callback) };
 }
 
 /// Turns 0-RTT on or off for every connection of a context (a connection may still be refused
@@ -260,9 +368,6 @@ pub fn set_ctx_early_data_enabled(builder: &mut SslContextBuilder, enabled: bool
     // SAFETY: valid SSL_CTX owned by `builder`; the call stores a flag.
     unsafe { boring_sys::SSL_CTX_set_early_data_enabled(builder.as_ptr(), i32::from(enabled)) }
 }
-
-/// What a ticket callback returns when no key matches: fall back to a full handshake.
-pub const TICKET_UNKNOWN: TicketKeyCallbackResult = TicketKeyCallbackResult::Noop;
 
 /// The intermediates a context sends after its leaf (empty when there are none, where
 /// `SslContextRef::extra_chain_certs` would panic on BoringSSL's NULL stack).

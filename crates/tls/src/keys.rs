@@ -73,10 +73,37 @@ pub enum KeyError {
     UnsupportedAlgorithm(SslSignatureAlgorithm),
     /// The crypto library failed.
     #[error("signing failed: {0}")]
-    Crypto(String),
-    /// A remote backend failed (unreachable, timed out, refused).
+    Crypto(#[source] boring::error::ErrorStack),
+    /// A remote backend failed (unreachable, timed out, refused): its own error, whose side,
+    /// kind and retry safety this one passes on.
     #[error("key backend unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] tlsgate_error::Error),
+}
+
+impl tlsgate_error::Classify for KeyError {
+    fn side(&self) -> tlsgate_error::Side {
+        match self {
+            KeyError::UnsupportedAlgorithm(_) | KeyError::Crypto(_) => tlsgate_error::Side::Internal,
+            KeyError::Unavailable(e) => e.side(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            KeyError::UnsupportedAlgorithm(_) => "unsupported_signature_algorithm",
+            KeyError::Crypto(_) => "signing_failed",
+            KeyError::Unavailable(e) => e.kind(),
+        }
+    }
+
+    /// A signature changes nothing, so a remote failure is retry-safe unless the key server
+    /// refused on purpose (its error says which).
+    fn retry_safe(&self) -> bool {
+        match self {
+            KeyError::Unavailable(e) => e.retry_safe(),
+            _ => false,
+        }
+    }
 }
 
 /// A pending signature.
@@ -110,7 +137,7 @@ impl LocalKey {
     /// Signs synchronously.
     pub fn sign_now(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> Result<Vec<u8>, KeyError> {
         let (md, pss) = digest_for(algorithm).ok_or(KeyError::UnsupportedAlgorithm(algorithm))?;
-        let crypto = |e: boring::error::ErrorStack| KeyError::Crypto(e.to_string());
+        let crypto = KeyError::Crypto;
         let mut signer = match md {
             Some(md) => Signer::new(md, &self.key),
             None => Signer::new_without_digest(&self.key),

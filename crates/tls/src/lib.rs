@@ -15,11 +15,20 @@
 //! - [`ocsp`]: OCSP stapling: requests, response checks, the per-certificate staple slots.
 //! - [`pki`]: throwaway certificates for the demo and the tests.
 //! - [`log_limit`]: rate limits for log lines a client can trigger.
-//! - `ffi`: the only module with `unsafe` code.
+//! - [`failure`]: why a handshake failed, from BoringSSL's reason codes (metric labels).
+//! - [`error`]: the configuration-build errors the modules above share.
+//! - `ffi`: the only module with `unsafe` code (the crate denies it everywhere else). It imports
+//!   nothing from this crate: the callbacks it installs ask traits it defines, which `tickets`
+//!   and `session_cache` implement.
+
+#![deny(unsafe_code)]
 
 pub mod cert_compression;
 pub mod context;
 pub mod early_data;
+pub mod error;
+pub mod failure;
+#[allow(unsafe_code)]
 mod ffi;
 pub mod handshake_info;
 pub mod keys;
@@ -30,9 +39,13 @@ pub mod pki;
 pub mod remote_keys;
 pub mod secret;
 pub mod session_cache;
+#[cfg(test)]
+mod test_tls;
 pub mod tickets;
 
-pub use context::{SessionState, TlsBuildError, TlsService};
+pub use context::{SessionState, TlsService};
+pub use error::TlsBuildError;
+pub use failure::HandshakeFailure;
 pub use ffi::{set_client_session, set_max_send_fragment, take_pending_flight, tcp_window, TcpWindow};
 /// Listener-side TCP Fast Open: enable it on a socket, and tell whether a connection used it.
 pub use ffi::{set_tcp_fastopen, tcp_syn_data_accepted};

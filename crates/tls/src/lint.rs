@@ -15,12 +15,45 @@ use tlsgate_config::{Config, Issue};
 /// Days before expiry from which `check` warns.
 pub const EXPIRY_WARNING_DAYS: i64 = 30;
 
+/// Why the trust anchors could not be loaded (`tlsgate check --ca FILE`).
+#[derive(Debug, thiserror::Error)]
+pub enum AnchorError {
+    /// An extra anchor file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An extra anchor file is not PEM certificates.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// BoringSSL's errors.
+        #[source]
+        source: boring::error::ErrorStack,
+    },
+}
+
+impl tlsgate_error::Classify for AnchorError {
+    fn side(&self) -> tlsgate_error::Side {
+        tlsgate_error::Side::Config
+    }
+
+    fn kind(&self) -> &'static str {
+        "trust_anchors"
+    }
+}
+
 /// Trust anchors used to decide whether a chain is complete.
 pub struct TrustAnchors(Vec<X509>);
 
 impl TrustAnchors {
     /// The system bundle (Debian's ca-certificates) plus extra PEM files.
-    pub fn system_plus(extra: &[&Path]) -> Result<Self, String> {
+    pub fn system_plus(extra: &[&Path]) -> Result<Self, AnchorError> {
         let mut roots = Vec::new();
         for bundle in ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"] {
             if let Ok(pem) = std::fs::read(bundle) {
@@ -29,8 +62,14 @@ impl TrustAnchors {
             }
         }
         for path in extra {
-            let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            roots.extend(X509::stack_from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))?);
+            let pem = std::fs::read(path).map_err(|source| AnchorError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            roots.extend(X509::stack_from_pem(&pem).map_err(|source| AnchorError::Parse {
+                path: path.display().to_string(),
+                source,
+            })?);
         }
         Ok(Self(roots))
     }
@@ -98,6 +137,8 @@ pub fn lint_one(
     now: i64,
 ) -> Vec<Issue> {
     let mut out = Vec::new();
+    // Set by every finding that says the chain is out of order.
+    let mut out_of_order = false;
     let chain_field = format!("{at}.chain");
     let file = chain_path.display().to_string();
     let chain = match load_chain(&chain_field, chain_path) {
@@ -110,11 +151,14 @@ pub fn lint_one(
             let matches = |c: &X509| c.public_key().is_ok_and(|pk| pk.public_eq(&key));
             if !matches(&chain[0]) {
                 let msg = match chain.iter().position(matches) {
-                    Some(m) => format!(
-                        "{}: the private key belongs to certificate {m} of {file}, not to the first one: \
-                         the chain is out of order (leaf first, then each issuer)",
-                        key_path.display()
-                    ),
+                    Some(m) => {
+                        out_of_order = true;
+                        format!(
+                            "{}: the private key belongs to certificate {m} of {file}, not to the first one: \
+                             the chain is out of order (leaf first, then each issuer)",
+                            key_path.display()
+                        )
+                    }
                     None => format!(
                         "{}: private key does not match the certificate (first in {file})",
                         key_path.display()
@@ -128,6 +172,7 @@ pub fn lint_one(
 
     // Order and completeness: the leaf first, each certificate followed by its issuer.
     if let Some(m) = (1..chain.len()).find(|m| issued(&chain[0], &chain[*m])) {
+        out_of_order = true;
         out.push(Issue::error(
             &chain_field,
             format!(
@@ -142,10 +187,13 @@ pub fn lint_one(
             if !issued(&chain[k + 1], &chain[k]) {
                 let elsewhere = chain.iter().enumerate().find(|(m, c)| *m != k && issued(c, &chain[k]));
                 let msg = match elsewhere {
-                    Some((m, _)) => format!(
-                        "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
-                        subject(&chain[k])
-                    ),
+                    Some((m, _)) => {
+                        out_of_order = true;
+                        format!(
+                            "{file}: chain out of order: certificate {k} (\"{}\") is issued by certificate {m}, which must come right after it",
+                            subject(&chain[k])
+                        )
+                    }
                     None => format!(
                         "{file}: certificate {} (\"{}\") did not issue certificate {k} (\"{}\"); the chain is broken",
                         k + 1,
@@ -158,7 +206,6 @@ pub fn lint_one(
         }
     }
     // With the order wrong, "missing intermediate" and name coverage would only add noise.
-    let out_of_order = out.iter().any(|i| i.message.contains("out of order"));
     let last = chain.last().expect("non-empty");
     if out_of_order {
         // Already reported; completeness cannot be judged on a misordered chain.
@@ -427,4 +474,29 @@ pub fn flight_report(config: &Config) -> (Vec<String>, Vec<Issue>) {
         }
     }
     (info, issues)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlsgate_error::Classify;
+
+    #[test]
+    fn unreadable_or_non_pem_anchor_files_are_config_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let err = TrustAnchors::system_plus(&[missing.as_path()]).err().unwrap();
+        assert!(matches!(err, AnchorError::Read { .. }), "{err}");
+        assert!(err.to_string().starts_with(&missing.display().to_string()), "{err}");
+        assert_eq!((err.side(), err.kind()), (tlsgate_error::Side::Config, "trust_anchors"));
+        let bad = dir.path().join("bad.pem");
+        std::fs::write(
+            &bad,
+            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let err = TrustAnchors::system_plus(&[bad.as_path()]).err().unwrap();
+        assert!(matches!(err, AnchorError::Parse { .. }), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
 }

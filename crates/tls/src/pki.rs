@@ -1,11 +1,29 @@
-//! Throwaway PKI: the demo gateway's CA and leaves, and the certificates tests need (expired,
-//! expiring, intermediates, mismatched keys). Built with rcgen; RSA keys come from BoringSSL.
+//! Throwaway PKI: the demo gateway's CA and leaves, and the certificates tests and the lab need
+//! (expired, expiring, intermediates, delegated OCSP responders, weak keys, padded chains), plus
+//! OCSP responses about them. Built on BoringSSL (`boring::x509`), the library tlsgate links for
+//! TLS anyway.
+//!
+//! What a certificate holds (as the rcgen-built ones of earlier versions did): subject CN and
+//! `O=tlsgate`, a random 64-bit serial; a CA has a subject key identifier, critical basic
+//! constraints `CA:TRUE` and critical key usage keyCertSign + cRLSign + digitalSignature; a leaf
+//! has its names (DNS or IP) as subjectAltName, critical key usage digitalSignature and extended
+//! key usage serverAuth (or OCSPSigning for a delegated responder). The issuer signs with SHA-256
+//! (SHA-384 for a P-384 issuer).
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+use boring::asn1::Asn1Time;
+use boring::bn::{BigNum, MsbOption};
+use boring::ec::{EcGroup, EcKey};
+use boring::error::ErrorStack;
+use boring::hash::MessageDigest;
+use boring::nid::Nid;
+use boring::pkey::{PKey, Private};
+use boring::rsa::Rsa;
+use boring::x509::extension::{
+    BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName, SubjectKeyIdentifier,
 };
+use boring::x509::{X509Builder, X509Extension, X509NameBuilder, X509Ref, X509};
 use std::time::{Duration, SystemTime};
+use tlsgate_error::{Classify, Side};
 
 /// Key algorithm of a generated certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,56 +36,88 @@ pub enum KeyKind {
     Rsa(u32),
 }
 
+impl KeyKind {
+    /// The digest a key of this kind signs certificates with.
+    fn digest(self) -> MessageDigest {
+        match self {
+            KeyKind::EcdsaP384 => MessageDigest::sha384(),
+            KeyKind::EcdsaP256 | KeyKind::Rsa(_) => MessageDigest::sha256(),
+        }
+    }
+}
+
 /// Why generation failed.
 #[derive(Debug, thiserror::Error)]
-#[error("certificate generation failed: {0}")]
-pub struct PkiError(String);
+pub enum PkiError {
+    /// BoringSSL refused (key generation, a field, an extension, signing, PEM).
+    #[error("certificate generation failed: {0}")]
+    Boring(#[from] ErrorStack),
+    /// A DER structure (an extension, an OCSP response) could not be encoded.
+    #[error("certificate generation failed: DER encoding: {0}")]
+    Der(#[from] x509_cert::der::Error),
+    /// The OCSP request fields of a certificate could not be computed.
+    #[error("certificate generation failed: {0}")]
+    Ocsp(#[from] crate::ocsp::OcspError),
+    /// A time before 1970 (or out of range).
+    #[error("certificate generation failed: time out of range")]
+    Time,
+}
 
-fn e(err: impl std::fmt::Display) -> PkiError {
-    PkiError(err.to_string())
+impl Classify for PkiError {
+    fn side(&self) -> Side {
+        Side::Internal
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            PkiError::Boring(_) => "pki_boring",
+            PkiError::Der(_) => "pki_der",
+            PkiError::Ocsp(_) => "pki_ocsp",
+            PkiError::Time => "pki_time",
+        }
+    }
 }
 
 /// A generated key with its PEM.
 pub struct GeneratedKey {
-    /// rcgen's signing handle; None for keys rcgen refuses to load (RSA under 2048 bits, made
-    /// only to test that weak keys are caught), which can still be certified as leaves.
-    pub pair: Option<KeyPair>,
+    /// The private key.
+    pub key: PKey<Private>,
+    /// Its kind.
+    pub kind: KeyKind,
     /// SubjectPublicKeyInfo DER.
     pub spki_der: Vec<u8>,
     /// PKCS#8 PEM.
     pub pem: String,
 }
 
-/// Generates a key of `kind`.
+/// Generates a key of `kind` (RSA of any size, weak ones included: tests need them).
 pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
-    let pair = match kind {
-        KeyKind::EcdsaP256 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(e)?,
-        KeyKind::EcdsaP384 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).map_err(e)?,
-        KeyKind::Rsa(bits) => {
-            let rsa = boring::rsa::Rsa::generate(bits).map_err(e)?;
-            let pkey = boring::pkey::PKey::from_rsa(rsa).map_err(e)?;
-            let pem = String::from_utf8(pkey.private_key_to_pem_pkcs8().map_err(e)?).map_err(e)?;
-            let spki_der = pkey.public_key_to_der().map_err(e)?;
-            match KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256) {
-                Ok(pair) => pair,
-                Err(_) if bits < 2048 => {
-                    return Ok(GeneratedKey {
-                        pair: None,
-                        spki_der,
-                        pem,
-                    })
-                }
-                Err(err) => return Err(e(err)),
-            }
-        }
+    let ec = |curve: Nid| -> Result<PKey<Private>, ErrorStack> {
+        let group = EcGroup::from_curve_name(curve)?;
+        PKey::from_ec_key(EcKey::generate(&group)?)
     };
-    let pem = pair.serialize_pem();
-    let spki_der = rcgen::PublicKeyData::subject_public_key_info(&pair);
+    let key = match kind {
+        KeyKind::EcdsaP256 => ec(Nid::X9_62_PRIME256V1)?,
+        KeyKind::EcdsaP384 => ec(Nid::SECP384R1)?,
+        KeyKind::Rsa(bits) => PKey::from_rsa(Rsa::generate(bits)?)?,
+    };
+    let pem = String::from_utf8_lossy(&key.private_key_to_pem_pkcs8()?).into_owned();
+    let spki_der = key.public_key_to_der()?;
     Ok(GeneratedKey {
-        pair: Some(pair),
+        key,
+        kind,
         spki_der,
         pem,
     })
+}
+
+/// A non-critical extension given by its OID and the DER it holds (the content of `extnValue`).
+#[derive(Debug, Clone)]
+pub struct RawExtension {
+    /// Dotted OID, e.g. `1.3.6.1.4.1.55555.77.1`.
+    pub oid: String,
+    /// DER of the extension's value.
+    pub der: Vec<u8>,
 }
 
 /// What to put in a certificate.
@@ -89,6 +139,8 @@ pub struct CertSpec {
     pub ocsp_url: Option<String>,
     /// A delegated OCSP responder certificate (extended key usage `OCSPSigning`, no server auth).
     pub ocsp_signing: bool,
+    /// Further extensions, added last (the lab pads chains with one).
+    pub extra: Vec<RawExtension>,
 }
 
 impl CertSpec {
@@ -104,6 +156,7 @@ impl CertSpec {
             is_ca: false,
             ocsp_url: None,
             ocsp_signing: false,
+            extra: vec![],
         }
     }
 
@@ -124,8 +177,9 @@ pub struct Certified {
     pub cert_pem: String,
     /// PEM of its private key.
     pub key_pem: String,
-    params: CertificateParams,
-    key: Option<KeyPair>,
+    cert: X509,
+    key: PKey<Private>,
+    kind: KeyKind,
 }
 
 impl Certified {
@@ -137,74 +191,117 @@ impl Certified {
 
     /// Like [`Certified::issue`] with a given key.
     pub fn issue_with_key(spec: &CertSpec, key: GeneratedKey, issuer: Option<&Certified>) -> Result<Self, PkiError> {
-        let mut params = CertificateParams::default();
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, spec.common_name.clone());
-        dn.push(DnType::OrganizationName, "tlsgate");
-        params.distinguished_name = dn;
-        params.not_before = spec.not_before.into();
-        params.not_after = spec.not_after.into();
-        params.serial_number = Some(rand::random::<u64>().into());
-        if spec.is_ca {
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params.key_usages = vec![
-                KeyUsagePurpose::KeyCertSign,
-                KeyUsagePurpose::CrlSign,
-                KeyUsagePurpose::DigitalSignature,
-            ];
-        } else {
-            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-            params.extended_key_usages = vec![if spec.ocsp_signing {
-                ExtendedKeyUsagePurpose::OcspSigning
-            } else {
-                ExtendedKeyUsagePurpose::ServerAuth
-            }];
-            for name in &spec.names {
-                params.subject_alt_names.push(match name.parse::<std::net::IpAddr>() {
-                    Ok(ip) => SanType::IpAddress(ip),
-                    Err(_) => SanType::DnsName(name.clone().try_into().map_err(e)?),
-                });
-            }
+        let mut b = X509Builder::new()?;
+        b.set_version(2)?;
+        let mut serial = BigNum::new()?;
+        serial.rand(64, MsbOption::ONE, false)?;
+        let serial = serial.to_asn1_integer()?;
+        b.set_serial_number(&serial)?;
+        let mut name = X509NameBuilder::new()?;
+        name.append_entry_by_nid(Nid::COMMONNAME, &spec.common_name)?;
+        name.append_entry_by_nid(Nid::ORGANIZATIONNAME, "tlsgate")?;
+        let name = name.build();
+        b.set_subject_name(&name)?;
+        b.set_issuer_name(issuer.map_or(&*name, |ca| ca.cert.subject_name()))?;
+        let (not_before, not_after) = (asn1_time(spec.not_before)?, asn1_time(spec.not_after)?);
+        b.set_not_before(&not_before)?;
+        b.set_not_after(&not_after)?;
+        b.set_pubkey(&key.key)?;
+        for ext in extensions(&b, spec)? {
+            b.append_extension(&ext)?;
         }
-        if let Some(url) = &spec.ocsp_url {
-            params.custom_extensions.push(ocsp_aia(url)?);
-        }
-        let cert = match (issuer, &key.pair) {
-            (Some(ca), _) => {
-                let ca_key = ca
-                    .key
-                    .as_ref()
-                    .ok_or_else(|| PkiError("the issuer has no signing key".into()))?;
-                let signer = Issuer::from_params(&ca.params, ca_key);
-                let public = rcgen::SubjectPublicKeyInfo::from_der(&key.spki_der).map_err(e)?;
-                params.signed_by(&public, &signer).map_err(e)?
-            }
-            (None, Some(pair)) => params.self_signed(pair).map_err(e)?,
-            (None, None) => return Err(PkiError("this key cannot self-sign".into())),
+        let (signer, digest) = match issuer {
+            Some(ca) => (&ca.key, ca.kind.digest()),
+            None => (&key.key, key.kind.digest()),
         };
+        b.sign(signer, digest)?;
+        let cert = b.build();
         Ok(Self {
-            cert_pem: cert.pem(),
+            cert_pem: String::from_utf8_lossy(&cert.to_pem()?).into_owned(),
             key_pem: key.pem,
-            params,
-            key: key.pair,
+            cert,
+            key: key.key,
+            kind: key.kind,
         })
+    }
+
+    /// The certificate.
+    pub fn certificate(&self) -> &X509Ref {
+        &self.cert
     }
 }
 
+/// The extensions of `spec`'s certificate (whose public key `b` already holds).
+fn extensions(b: &X509Builder, spec: &CertSpec) -> Result<Vec<X509Extension>, PkiError> {
+    let mut exts = vec![];
+    if spec.is_ca {
+        exts.push(SubjectKeyIdentifier::new().build(&b.x509v3_context(None, None))?);
+        exts.push(BasicConstraints::new().critical().ca().build()?);
+        exts.push(
+            KeyUsage::new()
+                .critical()
+                .key_cert_sign()
+                .crl_sign()
+                .digital_signature()
+                .build()?,
+        );
+    } else {
+        if !spec.names.is_empty() {
+            let mut san = SubjectAlternativeName::new();
+            for name in &spec.names {
+                match name.parse::<std::net::IpAddr>() {
+                    Ok(_) => san.ip(name),
+                    Err(_) => san.dns(name),
+                };
+            }
+            exts.push(san.build(&b.x509v3_context(None, None))?);
+        }
+        exts.push(KeyUsage::new().critical().digital_signature().build()?);
+        let mut eku = ExtendedKeyUsage::new();
+        if spec.ocsp_signing {
+            eku.other("OCSPSigning");
+        } else {
+            eku.server_auth();
+        }
+        exts.push(eku.build()?);
+    }
+    if let Some(url) = &spec.ocsp_url {
+        exts.push(raw_extension(&ocsp_aia(url)?)?);
+    }
+    for ext in &spec.extra {
+        exts.push(raw_extension(ext)?);
+    }
+    Ok(exts)
+}
+
+/// A non-critical extension of any OID from its DER value (BoringSSL's `DER:` form).
+fn raw_extension(ext: &RawExtension) -> Result<X509Extension, ErrorStack> {
+    let hex: String = ext.der.iter().map(|b| format!("{b:02X}")).collect();
+    X509Extension::new(None, None, &ext.oid, &format!("DER:{hex}"))
+}
+
+fn asn1_time(t: SystemTime) -> Result<Asn1Time, PkiError> {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_err(|_| PkiError::Time)?
+        .as_secs();
+    Ok(Asn1Time::from_unix(secs.try_into().map_err(|_| PkiError::Time)?)?)
+}
+
 /// An Authority Information Access extension naming `url` as the OCSP responder.
-fn ocsp_aia(url: &str) -> Result<rcgen::CustomExtension, PkiError> {
+fn ocsp_aia(url: &str) -> Result<RawExtension, PkiError> {
     use x509_cert::der::asn1::Ia5String;
     use x509_cert::der::Encode;
     use x509_cert::ext::pkix::name::GeneralName;
     use x509_cert::ext::pkix::{AccessDescription, AuthorityInfoAccessSyntax};
     let aia = AuthorityInfoAccessSyntax(vec![AccessDescription {
         access_method: crate::ocsp::ID_AD_OCSP,
-        access_location: GeneralName::UniformResourceIdentifier(Ia5String::new(url).map_err(e)?),
+        access_location: GeneralName::UniformResourceIdentifier(Ia5String::new(url)?),
     }]);
-    Ok(rcgen::CustomExtension::from_oid_content(
-        &[1, 3, 6, 1, 5, 5, 7, 1, 1],
-        aia.to_der().map_err(e)?,
-    ))
+    Ok(RawExtension {
+        oid: "1.3.6.1.5.5.7.1.1".into(),
+        der: aia.to_der()?,
+    })
 }
 
 /// What a response made by [`ocsp_response`] says about the certificate.
@@ -229,7 +326,6 @@ pub fn ocsp_response(
     next_update: Option<SystemTime>,
 ) -> Result<Vec<u8>, PkiError> {
     use crate::ocsp::{OcspTarget, ECDSA_SHA256, ID_PKIX_OCSP_BASIC, RSA_SHA256};
-    use boring::x509::X509;
     use x509_cert::der::asn1::{BitString, GeneralizedTime, OctetString};
     use x509_cert::der::{Any, Decode, Encode};
     use x509_cert::spki::AlgorithmIdentifierOwned;
@@ -239,17 +335,16 @@ pub fn ocsp_response(
     };
     // GeneralizedTime holds whole seconds.
     let time = |t: SystemTime| -> Result<OcspGeneralizedTime, PkiError> {
-        let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_err(e)?.as_secs();
+        let secs = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_err(|_| PkiError::Time)?
+            .as_secs();
         let whole = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
-        Ok(OcspGeneralizedTime(
-            GeneralizedTime::from_system_time(whole).map_err(e)?,
-        ))
+        Ok(OcspGeneralizedTime(GeneralizedTime::from_system_time(whole)?))
     };
-    let leaf = X509::from_pem(leaf_pem.as_bytes()).map_err(e)?;
-    let issuer_cert = X509::from_pem(issuer.cert_pem.as_bytes()).map_err(e)?;
-    let target = OcspTarget::new(&leaf, &issuer_cert).map_err(PkiError)?;
-    let issuer_name = x509_cert::Certificate::from_der(&issuer_cert.to_der().map_err(e)?)
-        .map_err(e)?
+    let leaf = X509::from_pem(leaf_pem.as_bytes())?;
+    let target = OcspTarget::new(&leaf, &issuer.cert)?;
+    let issuer_name = x509_cert::Certificate::from_der(&issuer.cert.to_der()?)?
         .tbs_certificate
         .subject;
     let cert_status = match status {
@@ -265,7 +360,7 @@ pub fn ocsp_response(
         responder_id: ResponderId::ByName(issuer_name),
         produced_at: time(SystemTime::now())?,
         responses: vec![SingleResponse {
-            cert_id: target.cert_id().map_err(PkiError)?,
+            cert_id: target.cert_id()?,
             cert_status,
             this_update: time(this_update)?,
             next_update: next_update.map(time).transpose()?,
@@ -273,35 +368,33 @@ pub fn ocsp_response(
         }],
         response_extensions: None,
     };
-    let key = boring::pkey::PKey::private_key_from_pem(issuer.key_pem.as_bytes()).map_err(e)?;
-    let algorithm = match key.id() {
-        boring::pkey::Id::EC => AlgorithmIdentifierOwned {
+    let algorithm = match issuer.kind {
+        KeyKind::EcdsaP256 | KeyKind::EcdsaP384 => AlgorithmIdentifierOwned {
             oid: ECDSA_SHA256,
             parameters: None,
         },
-        _ => AlgorithmIdentifierOwned {
+        KeyKind::Rsa(_) => AlgorithmIdentifierOwned {
             oid: RSA_SHA256,
             parameters: Some(Any::null()),
         },
     };
-    let tbs = data.to_der().map_err(e)?;
-    let mut signer = boring::sign::Signer::new(boring::hash::MessageDigest::sha256(), &key).map_err(e)?;
-    let signature = signer.sign_oneshot_to_vec(&tbs).map_err(e)?;
+    let tbs = data.to_der()?;
+    let mut signer = boring::sign::Signer::new(MessageDigest::sha256(), &issuer.key)?;
+    let signature = signer.sign_oneshot_to_vec(&tbs)?;
     let basic = BasicOcspResponse {
         tbs_response_data: data,
         signature_algorithm: algorithm,
-        signature: BitString::from_bytes(&signature).map_err(e)?,
+        signature: BitString::from_bytes(&signature)?,
         certs: None,
     };
-    OcspResponse {
+    Ok(OcspResponse {
         response_status: OcspResponseStatus::Successful,
         response_bytes: Some(ResponseBytes {
             response_type: ID_PKIX_OCSP_BASIC,
-            response: OctetString::new(basic.to_der().map_err(e)?).map_err(e)?,
+            response: OctetString::new(basic.to_der()?)?,
         }),
     }
-    .to_der()
-    .map_err(e)
+    .to_der()?)
 }
 
 /// The demo gateway's PKI: a CA, an ECDSA P-256 leaf and an RSA-2048 leaf for localhost.
@@ -322,3 +415,6 @@ pub fn demo_pki() -> Result<DemoPki, PkiError> {
     let rsa = Certified::issue(&CertSpec::leaf(&names, KeyKind::Rsa(2048), 365), Some(&ca))?;
     Ok(DemoPki { ca, ecdsa, rsa })
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,10 +2,12 @@
 //! (keyless TLS). tlsgate-keyless implements [`RemoteKeys`] and installs it at startup; this crate
 //! cannot depend on it (it implements this crate's [`KeyBackend`]), hence the registration.
 
+use crate::error::RemoteKeysError;
 use crate::keys::KeyBackend;
 use boring::pkey::{PKeyRef, Public};
 use std::sync::{Arc, OnceLock};
 use tlsgate_config::KeylessConfig;
+use tlsgate_error::BoxError;
 
 /// Makes key backends for certificates whose private key lives on key servers.
 pub trait RemoteKeys: Send + Sync + 'static {
@@ -17,7 +19,7 @@ pub trait RemoteKeys: Send + Sync + 'static {
         pool: &str,
         servers: &[String],
         public: &PKeyRef<Public>,
-    ) -> Result<Arc<dyn KeyBackend>, String>;
+    ) -> Result<Arc<dyn KeyBackend>, BoxError>;
 }
 
 static REMOTE_KEYS: OnceLock<Box<dyn RemoteKeys>> = OnceLock::new();
@@ -34,20 +36,19 @@ pub(crate) fn backend(
     pool: Option<&str>,
     servers: &[String],
     public: &PKeyRef<Public>,
-) -> Result<Arc<dyn KeyBackend>, String> {
-    let keyless = keyless.ok_or("key servers need a [keyless] section")?;
-    let factory = REMOTE_KEYS
-        .get()
-        .ok_or("this program was built without keyless support")?;
+) -> Result<Arc<dyn KeyBackend>, RemoteKeysError> {
+    let keyless = keyless.ok_or(RemoteKeysError::NoKeylessSection)?;
+    let factory = REMOTE_KEYS.get().ok_or(RemoteKeysError::NotBuiltIn)?;
     match pool {
         Some(name) => {
             let pool = keyless
                 .pools
                 .iter()
                 .find(|p| p.name == name)
-                .ok_or_else(|| format!("no [[keyless.pool]] named {name:?}"))?;
+                .ok_or_else(|| RemoteKeysError::NoSuchPool(name.to_string()))?;
             factory.backend(keyless, &pool.name, &pool.servers, public)
         }
         None => factory.backend(keyless, &servers.join(","), servers, public),
     }
+    .map_err(RemoteKeysError::Backend)
 }

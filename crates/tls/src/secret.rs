@@ -5,8 +5,12 @@
 //! the ticket keys, the sealing key and the secret's public identifier are independent. The
 //! identifier (4 bytes) travels in ticket names and sealed entries, so a node knows which of its
 //! secrets (current, or previous during a root-secret rotation) to try.
+//!
+//! HKDF is BoringSSL's (`boring::hkdf`); the output is the RFC's, so keys derived by nodes of
+//! earlier versions (which used aws-lc-rs) are the same.
 
-use aws_lc_rs::hkdf;
+use boring::hash::MessageDigest;
+use boring::hkdf::HkdfSuite;
 use std::path::Path;
 
 /// Why a secret could not be loaded.
@@ -32,10 +36,24 @@ pub enum SecretError {
     },
 }
 
+impl tlsgate_error::Classify for SecretError {
+    fn side(&self) -> tlsgate_error::Side {
+        tlsgate_error::Side::Config
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            SecretError::Read { .. } => "cluster_secret_read",
+            SecretError::TooShort { .. } => "cluster_secret_too_short",
+        }
+    }
+}
+
 /// One cluster secret, ready to derive keys.
 pub struct ClusterSecret {
     id: [u8; 4],
-    prk: hkdf::Prk,
+    /// HKDF-Extract(SALT, material): the pseudorandom key every derivation expands.
+    prk: [u8; PRK_LEN],
 }
 
 impl std::fmt::Debug for ClusterSecret {
@@ -45,16 +63,13 @@ impl std::fmt::Debug for ClusterSecret {
     }
 }
 
-/// An output length for HKDF expansion.
-struct Len(usize);
-
-impl hkdf::KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
-
 const SALT: &[u8] = b"tlsgate cluster secret v1";
+/// SHA-256's output size: the length of the PRK.
+const PRK_LEN: usize = 32;
+
+fn hkdf_sha256() -> HkdfSuite {
+    HkdfSuite::new(MessageDigest::sha256())
+}
 
 impl ClusterSecret {
     /// A secret from raw key material: a file of hex digits (what `openssl rand -hex 32` writes;
@@ -69,7 +84,11 @@ impl ClusterSecret {
                 found: material.len(),
             });
         }
-        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, SALT).extract(&material);
+        let extracted = hkdf_sha256()
+            .extract(SALT, &material)
+            .expect("HKDF-SHA256 extract cannot fail");
+        let mut prk = [0u8; PRK_LEN];
+        prk.copy_from_slice(&extracted);
         let mut id = [0u8; 4];
         expand(&prk, &[b"id"], &mut id);
         Ok(Self { id, prk })
@@ -95,9 +114,11 @@ impl ClusterSecret {
     }
 }
 
-fn expand(prk: &hkdf::Prk, info: &[&[u8]], out: &mut [u8]) {
-    prk.expand(info, Len(out.len()))
-        .and_then(|okm| okm.fill(out))
+fn expand(prk: &[u8; PRK_LEN], info: &[&[u8]], out: &mut [u8]) {
+    // The info parts are concatenated (what RFC 5869's `info` is; aws-lc-rs did the same).
+    let info = info.concat();
+    hkdf_sha256()
+        .expand(prk, &info, out)
         .expect("HKDF-SHA256 output of at most 255 blocks");
 }
 
@@ -131,6 +152,38 @@ mod tests {
         // Binary material that happens to start or end with whitespace bytes is kept whole.
         let tabs = ClusterSecret::from_material(&[9u8; 32], "tabs").unwrap();
         assert_ne!(tabs.id(), raw.id());
+    }
+
+    /// Derivations of the aws-lc-rs implementation of earlier versions (material 32 × 0x11),
+    /// also checked against Python's `hmac`: ticket keys, ticket names and the sealing key every
+    /// node of a mixed-version cluster must agree on.
+    #[test]
+    fn derivations_match_earlier_versions() {
+        let s = ClusterSecret::from_material(&[0x11; 32], "kat").unwrap();
+        assert_eq!(hex(&s.id()), "c87a13d3");
+        let mut seal = [0u8; 32];
+        s.derive(&[b"session-seal"], &mut seal);
+        assert_eq!(
+            hex(&seal),
+            "0c81e25b47c55463b40e7f012f27d91ab91bc01eb98d70aaeb27c993a48e997e"
+        );
+        let mut key = [0u8; 48];
+        s.derive(&[b"ticket-key", &7u64.to_be_bytes()], &mut key);
+        assert_eq!(
+            hex(&key),
+            "f294bbfc08a7099d8fe5209a5e102a6b63a34836105f19210a62abfde23c7cde7b17fc72771353e997d53603e7a7b24a"
+        );
+        let mut name = [0u8; 4];
+        s.derive(&[b"ticket-name", &7u64.to_be_bytes()], &mut name);
+        assert_eq!(hex(&name), "eb2558d8");
+        // Several blocks of output, info in parts.
+        let mut long = [0u8; 100];
+        s.derive(&[b"a", b"bc"], &mut long);
+        assert_eq!(
+            hex(&long),
+            "5d388c1c1ca7f6f7015e46daae97a176fc36e961f008d17d7e3a9c52ab92ee8119ae769d6b8e56c3ab1d3a9febcb699f\
+             cdc65a9d1017ebe973f2bc1375a871c016c19c85e8fff6e443f8e23a922ef9242a53c6662a340a715c79ca3442c38e466661648e"
+        );
     }
 
     #[test]

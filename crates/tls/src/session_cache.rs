@@ -5,6 +5,7 @@
 //! implemented by tlsgate-cluster for Redis and Memcached). Sessions are kept as DER; the remote
 //! store seals them before they leave the process.
 
+use crate::ffi::{SessionLookup, SessionStore};
 use boring::ssl::{SslRef, SslSession};
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -27,14 +28,6 @@ pub trait RemoteSessions: Send + Sync + std::fmt::Debug {
     fn fetch(&self, id: &[u8]) -> Option<RemoteLookup>;
     /// Queues a new session for the store, to expire after `ttl`.
     fn store(&self, id: &[u8], der: &[u8], ttl: Duration);
-}
-
-/// Where a session lookup goes on.
-pub(crate) enum Lookup {
-    /// Found in the local cache.
-    Local(Vec<u8>),
-    /// Asked of the cluster store.
-    Remote(RemoteLookup),
 }
 
 /// Counters the metrics layer reads.
@@ -98,9 +91,12 @@ impl SessionCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
+/// The policy of BoringSSL's external session cache (installed by `ffi::install_session_cache`).
+impl SessionStore for SessionCache {
     /// Stores a session BoringSSL has just created (TLS 1.2 only: TLS 1.3 resumes by ticket).
-    pub(crate) fn insert(&self, _ssl: &mut SslRef, session: SslSession) {
+    fn insert(&self, _ssl: &mut SslRef, session: SslSession) {
         let id = session.id().to_vec();
         if id.is_empty() {
             return;
@@ -115,8 +111,8 @@ impl SessionCache {
     }
 
     /// Finds a live session by ID: in the local cache (marking the connection as resumed by ID),
-    /// else in the cluster store (the caller marks on success).
-    pub(crate) fn lookup(self: &Arc<Self>, ssl: &SslRef, id: &[u8]) -> Option<Lookup> {
+    /// else in the cluster store (marked by [`SessionStore::pending_resumed`] on success).
+    fn lookup(self: Arc<Self>, ssl: &SslRef, id: &[u8]) -> Option<SessionLookup> {
         let found = {
             let mut entries = self.entries.lock();
             match entries.get(id) {
@@ -131,7 +127,7 @@ impl SessionCache {
         if let Some(der) = found {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             crate::handshake_info::mark_session_id(ssl);
-            return Some(Lookup::Local(der));
+            return Some(SessionLookup::Found(der));
         }
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         let remote = self.remote.get()?;
@@ -139,21 +135,110 @@ impl SessionCache {
             self.stats.remote_misses.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let cache = self.clone();
         let id = id.to_vec();
-        Some(Lookup::Remote(Box::pin(async move {
+        Some(SessionLookup::Pending(Box::pin(async move {
             let der = fetch.await;
             match &der {
                 Some(der) => {
-                    cache.stats.remote_hits.fetch_add(1, Ordering::Relaxed);
-                    let expiry = Instant::now() + *cache.timeout.lock();
-                    cache.entries.lock().put(id, (der.clone(), expiry));
+                    self.stats.remote_hits.fetch_add(1, Ordering::Relaxed);
+                    let expiry = Instant::now() + *self.timeout.lock();
+                    self.entries.lock().put(id, (der.clone(), expiry));
                 }
                 None => {
-                    cache.stats.remote_misses.fetch_add(1, Ordering::Relaxed);
+                    self.stats.remote_misses.fetch_add(1, Ordering::Relaxed);
                 }
             }
             der
         })))
+    }
+
+    fn pending_resumed(&self, ssl: &SslRef) {
+        crate::handshake_info::mark_session_id(ssl);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake_info::{self, HandshakeInfo, Resumption};
+    use crate::test_tls::{client_ctx, established, server_ctx, Handshake};
+    use boring::ssl::{Ssl, SslContext, SslOptions, SslSessionCacheMode, SslVersion};
+
+    fn tls12() -> impl FnOnce(&mut boring::ssl::SslContextBuilder) {
+        |b| b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap()
+    }
+
+    /// A TLS 1.2 server resuming by session ID only, through `cache`.
+    fn server(cache: &Arc<SessionCache>) -> SslContext {
+        server_ctx(|b| {
+            b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap();
+            b.set_options(SslOptions::NO_TICKET);
+            b.set_session_id_context(b"test").unwrap();
+            b.set_session_cache_mode(SslSessionCacheMode::SERVER | SslSessionCacheMode::NO_INTERNAL);
+            crate::ffi::install_session_cache(b, cache.clone());
+        })
+    }
+
+    /// One handshake offering `session`; returns what the server saw and the client's session.
+    fn connect(server: &SslContext, client: &SslContext, session: Option<&SslSession>) -> (Resumption, SslSession) {
+        let mut c = Ssl::new(client).unwrap();
+        if let Some(session) = session {
+            crate::ffi::set_client_session(&mut c, session).unwrap();
+        }
+        let mut s = Ssl::new(server).unwrap();
+        handshake_info::attach(&mut s);
+        // The session lookup is asynchronous: BoringSSL polls it with the connection's waker.
+        s.set_task_waker(Some(std::task::Waker::noop().clone()));
+        let hs = Handshake::between(c, s);
+        let resumption = HandshakeInfo::read(established(&hs.server)).resumption;
+        (resumption, established(&hs.client).session().unwrap().to_owned())
+    }
+
+    #[test]
+    fn sessions_are_stored_then_resumed_by_id() {
+        let cache = Arc::new(SessionCache::new(16, Duration::from_secs(60)));
+        let (server, client) = (server(&cache), client_ctx(tls12()));
+        let (first, session) = connect(&server, &client, None);
+        assert_eq!(first, Resumption::Full);
+        assert_eq!((cache.len(), cache.stats.stored.load(Ordering::Relaxed)), (1, 1));
+        let (second, _) = connect(&server, &client, Some(&session));
+        assert_eq!(second, Resumption::SessionId);
+        assert_eq!(cache.stats.hits.load(Ordering::Relaxed), 1);
+        // Expired sessions are dropped at lookup.
+        cache.reconfigure(16, Duration::ZERO);
+        let (_, fresh) = connect(&server, &client, None);
+        let (third, _) = connect(&server, &client, Some(&fresh));
+        assert_eq!(third, Resumption::Full);
+        assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 1);
+    }
+
+    /// A cluster store holding what it was given, answering at once.
+    #[derive(Debug, Default)]
+    struct Remote(parking_lot::Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+
+    impl RemoteSessions for Remote {
+        fn fetch(&self, id: &[u8]) -> Option<RemoteLookup> {
+            let der = self.0.lock().iter().find(|(k, _)| k == id).map(|(_, v)| v.clone());
+            Some(Box::pin(std::future::ready(der)))
+        }
+        fn store(&self, id: &[u8], der: &[u8], _ttl: Duration) {
+            self.0.lock().push((id.to_vec(), der.to_vec()));
+        }
+    }
+
+    #[test]
+    fn a_local_miss_resumes_from_the_cluster_store() {
+        let remote = Arc::new(Remote::default());
+        let node_a = Arc::new(SessionCache::new(16, Duration::from_secs(60)));
+        let node_b = Arc::new(SessionCache::new(16, Duration::from_secs(60)));
+        node_a.set_remote(remote.clone());
+        node_b.set_remote(remote.clone());
+        let client = client_ctx(tls12());
+        let (_, session) = connect(&server(&node_a), &client, None);
+        assert_eq!(remote.0.lock().len(), 1, "stored in the cluster too");
+        let (resumed, _) = connect(&server(&node_b), &client, Some(&session));
+        assert_eq!(resumed, Resumption::SessionId, "marked by the pending lookup");
+        assert_eq!(node_b.stats.remote_hits.load(Ordering::Relaxed), 1);
+        assert_eq!(node_b.len(), 1, "kept locally for next time");
     }
 }

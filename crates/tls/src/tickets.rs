@@ -15,12 +15,10 @@
 //! Ticket format is BoringSSL's classic one (RFC 5077 layout): 16-byte key name, AES-128-CBC,
 //! HMAC-SHA256. Reads are lock-free (`ArcSwap`), so a handshake never waits for a rotation.
 
+use crate::ffi::{TicketDecryption, TicketKeyMaterial, TicketKeys};
 use crate::secret::ClusterSecret;
 use arc_swap::ArcSwap;
-use boring::hash::MessageDigest;
-use boring::hmac::HmacCtxRef;
-use boring::ssl::{SslRef, TicketKeyCallbackResult};
-use boring::symm::{Cipher, CipherCtxRef};
+use boring::ssl::SslRef;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -68,14 +66,18 @@ impl TicketKey {
         }
     }
 
-    /// A fresh random key.
+    /// A fresh random key, from BoringSSL's CSPRNG.
     pub fn generate() -> Self {
-        Self {
-            name: rand::random(),
-            aes: rand::random(),
-            hmac: rand::random(),
+        let mut key = Self {
+            name: [0; 16],
+            aes: [0; 16],
+            hmac: [0; 32],
             retired_at: None,
+        };
+        for part in [&mut key.name[..], &mut key.aes[..], &mut key.hmac[..]] {
+            boring::rand::rand_bytes(part).expect("BoringSSL's RAND_bytes does not fail");
         }
+        key
     }
 }
 
@@ -222,49 +224,42 @@ impl TicketKeyRing {
     pub fn key_names(&self) -> Vec<[u8; 16]> {
         self.keys.load().iter().map(|k| k.name).collect()
     }
+}
 
-    /// The body of BoringSSL's ticket-key callback (installed by `ffi::install_ticket_keys`).
-    pub(crate) fn ticket_callback(
-        &self,
-        _ssl: &SslRef,
-        name: &mut [u8; 16],
-        iv: &mut [u8; boring_sys::EVP_MAX_IV_LENGTH as usize],
-        cipher: &mut CipherCtxRef,
-        hmac: &mut HmacCtxRef,
-        encrypt: bool,
-    ) -> TicketKeyCallbackResult {
-        let keys = self.keys.load();
-        if encrypt {
-            let key = &keys[0];
-            *name = key.name;
-            *iv = [0; boring_sys::EVP_MAX_IV_LENGTH as usize];
-            let fresh_iv: [u8; 16] = rand::random();
-            iv[..16].copy_from_slice(&fresh_iv);
-            if cipher.init_encrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
-                || hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
-            {
-                return TicketKeyCallbackResult::Error;
-            }
-            self.stats.encrypted.fetch_add(1, Ordering::Relaxed);
-            return TicketKeyCallbackResult::Success;
+impl TicketKey {
+    fn material(&self) -> TicketKeyMaterial {
+        TicketKeyMaterial {
+            name: self.name,
+            aes: self.aes,
+            hmac: self.hmac,
         }
+    }
+}
+
+/// The policy of BoringSSL's ticket callback (installed by `ffi::install_ticket_keys`): encrypt
+/// under the current key; decrypt under any key still in the ring, renewing tickets whose key is
+/// no longer current.
+impl TicketKeys for TicketKeyRing {
+    fn encrypting_key(&self) -> Option<TicketKeyMaterial> {
+        let key = self.keys.load().first()?.material();
+        self.stats.encrypted.fetch_add(1, Ordering::Relaxed);
+        Some(key)
+    }
+
+    fn decrypting_key(&self, ssl: &SslRef, name: &[u8; 16]) -> TicketDecryption {
+        let keys = self.keys.load();
         let Some(pos) = keys.iter().position(|k| k.name == *name) else {
             self.stats.unknown_key.fetch_add(1, Ordering::Relaxed);
-            return crate::ffi::TICKET_UNKNOWN;
+            return TicketDecryption::Unknown;
         };
-        let key = &keys[pos];
-        if hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
-            || cipher.init_decrypt(&Cipher::aes_128_cbc(), &key.aes, iv).is_err()
-        {
-            return TicketKeyCallbackResult::Error;
-        }
-        crate::handshake_info::mark_ticket(_ssl);
+        crate::handshake_info::mark_ticket(ssl);
+        let key = keys[pos].material();
         if pos == 0 {
             self.stats.decrypted_current.fetch_add(1, Ordering::Relaxed);
-            TicketKeyCallbackResult::Success
+            TicketDecryption::Current(key)
         } else {
             self.stats.decrypted_renew.fetch_add(1, Ordering::Relaxed);
-            TicketKeyCallbackResult::DecryptSuccessRenew
+            TicketDecryption::Retired(key)
         }
     }
 }
@@ -375,5 +370,50 @@ mod tests {
         let b = TicketKey::generate();
         assert_ne!(a.name, b.name);
         assert_ne!(a.aes, b.aes);
+    }
+}
+
+#[cfg(test)]
+mod resumption_tests {
+    use super::*;
+    use crate::handshake_info::{self, HandshakeInfo, Resumption};
+    use crate::test_tls::{client_ctx, established, server_ctx, Handshake};
+    use boring::ssl::{Ssl, SslContext, SslSession, SslVersion};
+
+    /// One TLS 1.2 handshake offering `session`; returns what the server saw and the new session.
+    fn connect(server: &SslContext, client: &SslContext, session: Option<&SslSession>) -> (Resumption, SslSession) {
+        let mut c = Ssl::new(client).unwrap();
+        if let Some(session) = session {
+            crate::ffi::set_client_session(&mut c, session).unwrap();
+        }
+        let mut s = Ssl::new(server).unwrap();
+        handshake_info::attach(&mut s);
+        let hs = Handshake::between(c, s);
+        let resumption = HandshakeInfo::read(established(&hs.server)).resumption;
+        (resumption, established(&hs.client).session().unwrap().to_owned())
+    }
+
+    #[test]
+    fn tickets_resume_under_current_and_retired_keys_only() {
+        let ring = Arc::new(TicketKeyRing::new(Duration::from_secs(60)));
+        let server = server_ctx(|b| {
+            b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap();
+            crate::ffi::install_ticket_keys(b, ring.clone());
+        });
+        let client = client_ctx(|b| b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap());
+        let stat = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let (first, session) = connect(&server, &client, None);
+        assert_eq!((first, stat(&ring.stats.encrypted)), (Resumption::Full, 1));
+        let (again, _) = connect(&server, &client, Some(&session));
+        assert_eq!((again, stat(&ring.stats.decrypted_current)), (Resumption::Ticket, 1));
+        // Under a retired key: resumed, and renewed under the current one.
+        let t0 = Instant::now();
+        ring.rotate_at(t0);
+        let (retired, _) = connect(&server, &client, Some(&session));
+        assert_eq!((retired, stat(&ring.stats.decrypted_renew)), (Resumption::Ticket, 1));
+        // Once the key is erased: a full handshake.
+        ring.rotate_at(t0 + Duration::from_secs(61));
+        let (erased, _) = connect(&server, &client, Some(&session));
+        assert_eq!((erased, stat(&ring.stats.unknown_key)), (Resumption::Full, 1));
     }
 }

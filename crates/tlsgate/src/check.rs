@@ -17,7 +17,7 @@ pub fn run(path: &Path, ca: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut config = match tlsgate_config::parse(&text) {
         Ok(c) => c,
         Err(e) => {
-            println!("{shown}: error: {}", e.trim_end());
+            println!("{shown}: error: {}", e.to_string().trim_end());
             return Ok(ExitCode::FAILURE);
         }
     };

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use tlsgate_bench::values::parse_positive_duration;
 use tlsgate_console::{Console, ConsoleConfig};
 use tlsgate_control::StoreConfig;
 
@@ -32,28 +33,17 @@ pub struct ConsoleArgs {
     /// `localhost` and loopback IPs are always allowed; other Hosts get 421.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
-    /// How often the nodes' metrics are scraped.
-    #[arg(long, default_value = "2s", value_parser = humantime_secs)]
+    /// How often the nodes' metrics are scraped (`2s`, `500ms`; a bare number is seconds).
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
     scrape_interval: Duration,
-}
-
-fn humantime_secs(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?} (e.g. 2s, 500ms)"))?;
-    match unit {
-        "ms" if n > 0 => Ok(Duration::from_millis(n)),
-        "s" | "" if n > 0 => Ok(Duration::from_secs(n)),
-        _ => Err(format!("bad duration {s:?} (e.g. 2s, 500ms)")),
-    }
 }
 
 /// Runs the console until killed.
 pub fn run(args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init(&tlsgate_config::LogConfig::default());
     let token = match &args.token_file {
-        Some(p) => Some(tlsgate_console::auth::read_token(p).map_err(anyhow::Error::msg)?),
+        // The message already carries its source: printed once, not again as a cause.
+        Some(p) => Some(tlsgate_console::auth::read_token(p).map_err(|e| anyhow::anyhow!("{e}"))?),
         None => None,
     };
     let config = ConsoleConfig {
@@ -68,7 +58,7 @@ pub fn run(args: &ConsoleArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let console = Console::bind(config).await.map_err(anyhow::Error::msg)?;
+        let console = Console::bind(config).await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let addr = console.local_addr()?;
         let auth = if addr.ip().is_loopback() {
             "loopback, no login needed"

@@ -15,7 +15,8 @@ pub struct KeyServerArgs {
 
 /// Loads the configuration and serves until SIGTERM/SIGINT.
 pub fn run(args: &KeyServerArgs) -> anyhow::Result<ExitCode> {
-    let config = KeyServerConfig::load(&args.config).map_err(|e| anyhow::anyhow!(e))?;
+    // The errors' messages already name the file and include their cause.
+    let config = KeyServerConfig::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
     crate::logging::init(&tlsgate_config::LogConfig {
         level: config.log_level.clone(),
         ..Default::default()

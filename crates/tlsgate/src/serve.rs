@@ -5,19 +5,22 @@
 
 mod admin_api;
 mod control_plane;
+mod install_error;
 mod overlay;
 mod restart_only;
 
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
+use install_error::InstallError;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tlsgate_admin::{AdminHooks, Metrics, ReloadReport};
+use tlsgate_admin::{AdminHooks, Metrics, ReloadError, ReloadReport};
 use tlsgate_config::{Config, ListenerConfig};
+use tlsgate_error::Classify;
 use tlsgate_proxy::{listener, Gateway};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -174,7 +177,7 @@ struct Control {
 }
 
 impl Control {
-    async fn reload(&self) -> Result<ReloadReport, String> {
+    async fn reload(&self) -> Result<ReloadReport, InstallError> {
         let _serial = self.reload_lock.lock().await;
         let result = self.try_reload();
         let label = if result.is_ok() { "ok" } else { "error" };
@@ -193,6 +196,7 @@ impl Control {
                 }
             }
             Err(reason) => tracing::error!(
+                kind = reason.kind(),
                 "reload refused, still serving generation {}: {reason}",
                 self.gateway.current().id
             ),
@@ -203,8 +207,8 @@ impl Control {
     /// Installs the re-read file; what it changes among the settings fixed at start is not
     /// applied and is reported (compared with the start, not with the previous reload, so a
     /// change stays reported until the restart).
-    fn try_reload(&self) -> Result<ReloadReport, String> {
-        let loaded = tlsgate_config::load(&self.path).map_err(|e| e.to_string())?;
+    fn try_reload(&self) -> Result<ReloadReport, InstallError> {
+        let loaded = tlsgate_config::load(&self.path)?;
         let not_applied = restart_only::not_applied(&self.started, &loaded.config);
         let config = control_plane::with_overlay(loaded.config)?;
         let id = self.gateway.install(config)?;
@@ -278,9 +282,9 @@ impl AdminHooks for Hooks {
         m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
     }
 
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, String>> + Send>> {
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, ReloadError>> + Send>> {
         let control = self.0.clone();
-        Box::pin(async move { control.reload().await })
+        Box::pin(async move { control.reload().await.map_err(|e| Box::new(e) as ReloadError) })
     }
 
     fn api(&self, method: &tlsgate_admin::Method, path: &str, body: &[u8]) -> Option<tlsgate_admin::ApiFuture> {

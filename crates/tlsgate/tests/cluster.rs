@@ -559,7 +559,7 @@ fn a_short_cluster_secret_stops_the_gateway_at_startup_with_the_reason() {
     let text = config_with_certs(&existing_site_certs(&c.pki), https, admin, &top, "");
     let log = match GatewayProcess::try_start(binary(), &text, admin, &[https]) {
         Ok(_) => panic!("a gateway started with a 16-byte cluster secret"),
-        Err(log) => log,
+        Err(e) => e.to_string(),
     };
     assert!(log.contains("at least 32 bytes") && log.contains("found 16"), "{log}");
 }

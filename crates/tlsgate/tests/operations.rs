@@ -285,7 +285,8 @@ fn admin_listener_refuses_non_loopback_addresses_unless_allowed() {
     );
     let err = GatewayProcess::try_start(common::binary(), &exposed, admin, &[https])
         .err()
-        .expect("serve must refuse a non-loopback admin listener");
+        .expect("serve must refuse a non-loopback admin listener")
+        .to_string();
     assert!(err.contains("admin.listen"), "{err}");
     assert!(err.contains("not a loopback address"), "{err}");
 

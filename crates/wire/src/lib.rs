@@ -3,7 +3,9 @@
 //!
 //! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
 //! - [`path`]: request-path normalisation before routing (percent-escapes, slashes, dot segments).
+//! - [`percent`]: the one percent-decoder (`%XX`, and `+` in form values).
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
 pub mod path;
+pub mod percent;

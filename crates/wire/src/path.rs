@@ -18,6 +18,7 @@
 //! `/` (control characters, space, `"`, `<`, `>`, `\`, `^`, `` ` ``, `{`, `|`, `}`, non-ASCII).
 //! `\` in particular is refused rather than passed on, because some origins read it as `/`.
 
+use crate::percent::escape_at;
 use std::borrow::Cow;
 
 /// Why a path was refused.
@@ -49,15 +50,6 @@ impl std::fmt::Display for PathError {
 
 impl std::error::Error for PathError {}
 
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
 fn unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
@@ -83,14 +75,7 @@ pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     for (i, &b) in bytes.iter().enumerate() {
         match b {
             b'%' => {
-                let (h, l) = match (
-                    bytes.get(i + 1).copied().and_then(hex),
-                    bytes.get(i + 2).copied().and_then(hex),
-                ) {
-                    (Some(h), Some(l)) => (h, l),
-                    _ => return Err(PathError::BadEscape),
-                };
-                let v = h << 4 | l;
+                let v = escape_at(bytes, i).ok_or(PathError::BadEscape)?;
                 if v == 0 {
                     return Err(PathError::EncodedNul);
                 }
@@ -118,9 +103,8 @@ pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        if b == b'%' {
-            // Validated by the scan above.
-            let v = hex(bytes[i + 1]).unwrap_or(0) << 4 | hex(bytes[i + 2]).unwrap_or(0);
+        // Every `%` starts a valid escape: the scan above refused the others.
+        if let Some(v) = escape_at(bytes, i) {
             if unreserved(v) {
                 decoded.push(v);
             } else {

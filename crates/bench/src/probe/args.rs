@@ -1,7 +1,7 @@
 //! Command-line options of `tlsgate probe` and their validation into a [`ProbePlan`].
 
-use crate::args::split_host_port;
 use crate::tls_opts::TlsOpts;
+use crate::values::host_port;
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -108,8 +108,7 @@ impl ProbeArgs {
             },
             None => (self.target.as_str(), None),
         };
-        let (host, port) =
-            split_host_port(authority, 443).with_context(|| format!("{}: bad HOST:PORT", self.target))?;
+        let (host, port) = host_port(authority, 443).with_context(|| format!("{}: bad HOST:PORT", self.target))?;
         let addr = self.opts.addr(&host, port)?;
         let sni = self.opts.sni(&host);
         let path = self.path.clone().or(url_path).unwrap_or_else(|| "/".into());

@@ -324,7 +324,7 @@ fn ocsp(staple: Option<&[u8]>, chain: &[boring::x509::X509]) -> Ocsp {
     match tlsgate_tls::ocsp::OcspTarget::from_chain(chain) {
         Err(e) => {
             out.status = Some("unverified".into());
-            out.detail = Some(e);
+            out.detail = Some(e.to_string());
         }
         Ok(target) => match target.check(der, now) {
             Ok(staple) => {

@@ -1,8 +1,9 @@
 //! Checks of a route's header edits and path rewrite (`[[site.route]]` `request_headers`,
 //! `response_headers`, `rewrite_prefix`).
 
-use super::Issue;
+use crate::issue::Issue;
 use crate::request_edit::HeaderEdits;
+use tlsgate_error::{Classify, Side};
 
 /// Headers a route may not edit: the gateway owns framing, hop-by-hop and forwarding headers.
 const NOT_EDITABLE: [&str; 10] = [
@@ -60,24 +61,47 @@ pub(super) fn validate_route_edits(
             }
         }
     }
-    if let Some(r) = rewrite {
-        if !r.starts_with('/') {
-            issues.push(Issue::error(format!("{at}.rewrite_prefix"), "must start with /"));
-        } else if let Err(e) = check_rewrite_prefix(r) {
-            issues.push(Issue::error(format!("{at}.rewrite_prefix"), e));
-        }
+    if let Some(Err(e)) = rewrite.map(check_rewrite_prefix) {
+        issues.push(Issue::error(format!("{at}.rewrite_prefix"), e.to_string()));
     }
 }
 
-/// A rewrite prefix is inserted verbatim in front of normalised paths: it must be normal itself.
-fn check_rewrite_prefix(r: &str) -> Result<(), String> {
+/// Why a rewrite prefix was refused: it is inserted verbatim in front of normalised paths, so it
+/// must be an absolute, normal path itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum RewritePrefixError {
+    /// Not starting with `/`.
+    #[error("must start with /")]
+    NotAbsolute,
+    /// A character that does not belong in a normal path.
+    #[error("may not contain spaces, control characters, ?, # or \\")]
+    BadCharacter,
+    /// `.`, `..` or an empty segment.
+    #[error("may not contain . or .. segments or //")]
+    NotNormal,
+}
+
+impl Classify for RewritePrefixError {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        "rewrite_prefix"
+    }
+}
+
+/// Checks a rewrite prefix.
+fn check_rewrite_prefix(r: &str) -> Result<(), RewritePrefixError> {
+    if !r.starts_with('/') {
+        return Err(RewritePrefixError::NotAbsolute);
+    }
     if r.bytes()
         .any(|b| b.is_ascii_control() || b == b' ' || b == b'?' || b == b'#' || b == b'\\')
     {
-        return Err("may not contain spaces, control characters, ?, # or \\".into());
+        return Err(RewritePrefixError::BadCharacter);
     }
     if r.split('/').any(|s| s == "." || s == "..") || r.contains("//") {
-        return Err("may not contain . or .. segments or //".into());
+        return Err(RewritePrefixError::NotNormal);
     }
     Ok(())
 }
@@ -113,5 +137,31 @@ mod tests {
             &mut ok,
         );
         assert!(ok.is_empty());
+    }
+
+    #[test]
+    fn rewrite_prefixes_are_normal_absolute_paths() {
+        use RewritePrefixError::*;
+        for (r, want) in [
+            ("/v2/", Ok(())),
+            ("/", Ok(())),
+            ("v2/", Err(NotAbsolute)),
+            ("/a b", Err(BadCharacter)),
+            ("/a?b", Err(BadCharacter)),
+            ("/a\\b", Err(BadCharacter)),
+            ("/a/./b", Err(NotNormal)),
+            ("/a//b", Err(NotNormal)),
+            ("/..", Err(NotNormal)),
+        ] {
+            assert_eq!(check_rewrite_prefix(r), want, "{r:?}");
+        }
+        assert_eq!(
+            BadCharacter.to_string(),
+            "may not contain spaces, control characters, ?, # or \\"
+        );
+        assert_eq!(
+            (NotAbsolute.side(), NotAbsolute.kind()),
+            (Side::Config, "rewrite_prefix")
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! `[log]`: where the access log goes.
 
-use super::Issue;
+use crate::issue::Issue;
 use crate::model::LogConfig;
 
 /// `[log]`: the access-log file must be creatable where it is asked for.

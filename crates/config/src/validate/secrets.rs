@@ -1,7 +1,7 @@
 //! Files that hold secrets (private keys, the keyless client key, cluster secrets) must not be
 //! readable by every user of the machine: `tlsgate check` warns when one is (`chmod 600`).
 
-use super::Issue;
+use crate::issue::Issue;
 use crate::model::Config;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! (`[[upstream]] servers`), key servers (`key_servers`, `[[keyless.pool]] servers`) and memcached
 //! servers (`[cluster] servers`). Each refusal names the entry: `upstream[0].servers[2]`.
 
-use super::Issue;
 use crate::address::OriginAddr;
+use crate::issue::Issue;
 
 /// `[[upstream]] servers`: `host:port`, `[v6]:port` or `http://` URLs. `https://` parses but is
 /// refused until the gateway can speak TLS to origins.

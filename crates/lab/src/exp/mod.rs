@@ -1,8 +1,10 @@
 //! The experiments (`tlsgate lab run NAME`): common options and the network settings they use.
 
 pub mod tricks;
+mod tricks_model;
 mod tricks_report;
 pub mod ttlb_pq;
+mod ttlb_pq_model;
 mod ttlb_pq_report;
 
 use crate::link::LinkSpec;

@@ -1,6 +1,6 @@
 //! tricks' Markdown summary.
 
-use super::tricks::{Config, MessageRow, OcspSummary, Trick};
+use super::tricks_model::{Config, MessageRow, OcspSummary, Trick};
 use super::RunOpts;
 use crate::report::f1;
 use std::fmt::Write as _;

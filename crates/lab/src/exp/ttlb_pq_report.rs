@@ -1,6 +1,6 @@
 //! ttlb-pq's Markdown summary and SVG figures.
 
-use super::ttlb_pq::{Cell, VARIANTS};
+use super::ttlb_pq_model::{Cell, VARIANTS};
 use super::RunOpts;
 use crate::report::f1;
 use crate::svg::{line_chart, Series};

@@ -7,13 +7,14 @@
 //!   connections or handshakes in flight (docs/KEYLESS.md).
 
 use tlsgate_admin::{ApiFuture, Method, StatusCode};
+use tlsgate_wire::percent::{self, Plus};
 
 /// Routes one API request; `None` when no API has this path.
 pub fn route(method: &Method, path: &str, body: &[u8]) -> Option<ApiFuture> {
     let answer = match (method, path.strip_prefix("/keyless/pools")) {
         (&Method::GET, Some("" | "/")) => (StatusCode::OK, tlsgate_keyless::pools::pools_json()),
         (&Method::PUT, Some(rest)) if rest.len() > 1 && rest.starts_with('/') => {
-            let name = percent_decode(&rest[1..]);
+            let name = pool_name(&rest[1..]);
             let (status, json) = tlsgate_keyless::pools::put_pool_json(&name, body);
             (
                 StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -29,24 +30,10 @@ pub fn route(method: &Method, path: &str, body: &[u8]) -> Option<ApiFuture> {
     Some(Box::pin(std::future::ready(answer)))
 }
 
-/// Decodes `%XX` escapes (anonymous pools are named after their `host:port` list).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// A pool name from the path: `%XX` escapes decoded (anonymous pools are named after their
+/// `host:port` list, so `:` and `,` arrive encoded).
+fn pool_name(segment: &str) -> String {
+    percent::decode(segment, Plus::Literal).into_owned()
 }
 
 #[cfg(test)]
@@ -55,12 +42,10 @@ mod tests {
 
     #[test]
     fn pool_names_are_percent_decoded() {
-        assert_eq!(percent_decode("main"), "main");
-        assert_eq!(
-            percent_decode("127.0.0.1%3A1%2C127.0.0.1%3A2"),
-            "127.0.0.1:1,127.0.0.1:2"
-        );
-        assert_eq!(percent_decode("bad%zz%4"), "bad%zz%4");
+        assert_eq!(pool_name("main"), "main");
+        assert_eq!(pool_name("127.0.0.1%3A1%2C127.0.0.1%3A2"), "127.0.0.1:1,127.0.0.1:2");
+        assert_eq!(pool_name("bad%zz%4"), "bad%zz%4");
+        assert_eq!(pool_name("a+b"), "a+b", "a path segment's + is a plus");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! fails configuration validation) is refused by this node's validator: the reasons show in the
 //! registry and the node keeps its last good version.
 
+use super::install_error::InstallError;
 use super::overlay;
 use std::sync::{Arc, Mutex};
 use tlsgate_config::{Config, ControlConfig};
@@ -58,11 +59,10 @@ static APPLIED: Mutex<Option<ClusterDocument>> = Mutex::new(None);
 
 /// Remembers the configuration read from the file and returns what to install: it with the
 /// applied document laid over it (the reload path calls this).
-pub fn with_overlay(config: Config) -> Result<Config, String> {
+pub fn with_overlay(config: Config) -> Result<Config, InstallError> {
     *BASE.lock().unwrap_or_else(|e| e.into_inner()) = Some(config.clone());
     match APPLIED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        Some(doc) if overlay::touches_config(doc) => overlay::overlay(&config, doc)
-            .map_err(|p| format!("the control-plane document no longer fits: {}", p.join("; "))),
+        Some(doc) if overlay::touches_config(doc) => overlay::overlay(&config, doc).map_err(InstallError::Overlay),
         _ => Ok(config),
     }
 }
@@ -160,7 +160,7 @@ fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
                         drain: m.drain,
                     })
                     .collect(),
-                None => pool.servers.iter().map(|a| Member::new(a)).collect(),
+                None => pool.servers.iter().map(Member::new).collect(),
             };
             if let Err(e) = tlsgate_keyless::pools::set_members(&pool.name, &members) {
                 tracing::warn!(pool = %pool.name, version, error = %e, "control plane: pool members refused");
@@ -172,9 +172,9 @@ fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
     if previous.as_ref().map(layered) != Some(layered(doc)) && (overlay::touches_config(doc) || previous.is_some()) {
         let base = BASE.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let installed = base
-            .ok_or_else(|| "no base configuration".to_string())
-            .and_then(|b| overlay::overlay(&b, doc).map_err(|p| p.join("; ")))
-            .and_then(|c| gateway.install(c));
+            .ok_or(InstallError::NoBase)
+            .and_then(|b| overlay::overlay(&b, doc).map_err(InstallError::Overlay))
+            .and_then(|c| gateway.install(c).map_err(InstallError::from));
         match installed {
             Ok(id) => tracing::info!(
                 version,

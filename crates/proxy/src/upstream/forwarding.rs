@@ -7,7 +7,7 @@
 //! one TE value forwarded (the client accepts trailers, and so does the gateway). `Expect` is
 //! dropped: the gateway has already answered `100 Continue` itself when it read the body.
 
-use crate::router::Edits;
+use crate::request::router::Edits;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::net::IpAddr;
 

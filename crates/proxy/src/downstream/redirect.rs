@@ -2,7 +2,7 @@
 
 use crate::body::{full, Body};
 use crate::gateway::{ConnGuard, Gateway};
-use crate::request_check;
+use crate::request::check as request_check;
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};

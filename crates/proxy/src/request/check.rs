@@ -35,12 +35,9 @@ pub struct Target<'r> {
 }
 
 /// The host part of an authority, lower-case, without port and IPv6 brackets.
+/// (`tlsgate_config::split_authority`, on an authority `valid_authority` accepted.)
 fn host_of(authority: &str) -> String {
-    let host = if let Some(rest) = authority.strip_prefix('[') {
-        rest.split_once(']').map_or(rest, |(h, _)| h)
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
+    let host = tlsgate_config::split_authority(authority).map_or(authority, |(host, _)| host);
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 

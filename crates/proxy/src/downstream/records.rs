@@ -12,7 +12,7 @@
 //! The size is applied with `SSL_set_max_send_fragment` right before each write, and only while
 //! the connection is still ramping: a connection at full size costs one clock read per write.
 
-use crate::io::MeteredStream;
+use crate::downstream::io::MeteredStream;
 use std::io;
 use std::os::fd::AsFd;
 use std::pin::Pin;

@@ -2,38 +2,36 @@
 //! robin or by fewest requests in flight; a server whose connection fails is skipped for
 //! `fail_timeout`. Requests with no body are retried once on another server after a connect
 //! failure (nothing reached the first one).
+//!
+//! Beside the group: [`server`] (one origin and its passive-health mark), [`balance`] (server
+//! choice), [`pool`] (connections and the connector), [`forwarding`] (which headers go to the
+//! origin and back) and [`request_body`] (the request body's send watch and timeouts).
+
+pub mod balance;
+pub mod forwarding;
+pub mod pool;
+pub mod request_body;
+pub mod server;
 
 use crate::body::{full, Body, BoxError, Guarded};
 use crate::error::{ProxyError, Side};
 use crate::facts::UpstreamFacts;
-use crate::forwarding::{prepare_request, strip_hop_by_hop, Hop};
-use crate::request_body::{SendState, TrackedBody};
-use crate::router::Edits;
+use crate::request::router::Edits;
+use crate::upstream::forwarding::{prepare_request, strip_hop_by_hop, Hop};
+use crate::upstream::request_body::{SendState, TrackedBody};
+use balance::Balancer;
 use bytes::Bytes;
-use http::header;
 use http::uri::Authority;
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::{Request, Response, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use pool::OriginPool;
+use server::{InFlight, UpstreamServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels};
 use tlsgate_admin::Metrics;
-use tlsgate_config::{Balance, OriginAddr, UpstreamConfig};
-
-/// One origin server.
-#[derive(Debug)]
-pub struct UpstreamServer {
-    /// `host:port`.
-    pub authority: http::uri::Authority,
-    in_flight: AtomicUsize,
-    /// Milliseconds since `epoch` until which the server is skipped.
-    down_until_ms: AtomicU64,
-}
+use tlsgate_config::{OriginAddr, UpstreamConfig};
 
 /// A group of origin servers with its connection pool.
 pub struct UpstreamGroup {
@@ -41,9 +39,8 @@ pub struct UpstreamGroup {
     pub name: String,
     label: &'static str,
     servers: Vec<UpstreamServer>,
-    balance: Balance,
-    next: AtomicUsize,
-    client: Client<HttpConnector, Body>,
+    balancer: Balancer,
+    client: OriginPool,
     header_timeout: Duration,
     fail_timeout: Duration,
     epoch: Instant,
@@ -66,16 +63,7 @@ pub struct Downstream<'a> {
 impl UpstreamGroup {
     /// Builds a group and its (lazy) connection pool.
     pub fn new(config: &UpstreamConfig) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.connect_timeout.get()));
-        connector.set_keepalive(Some(Duration::from_secs(60)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(config.idle_timeout.get())
-            .pool_max_idle_per_host(config.max_idle_per_server)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(connector);
+        let client = pool::build(config);
         // Validation refuses every address that is left out here; one can only arrive through a
         // path that skipped it, and is then named in an error line rather than dropped silently.
         let mut servers = Vec::with_capacity(config.servers.len());
@@ -86,11 +74,7 @@ impl UpstreamGroup {
                 Err(e) => Err(e.to_string()),
             };
             match authority {
-                Ok(authority) => servers.push(UpstreamServer {
-                    authority,
-                    in_flight: AtomicUsize::new(0),
-                    down_until_ms: AtomicU64::new(0),
-                }),
+                Ok(authority) => servers.push(UpstreamServer::new(authority)),
                 Err(error) => {
                     tracing::error!(upstream = %config.name, server = %text, %error, "origin address refused; server left out")
                 }
@@ -103,8 +87,7 @@ impl UpstreamGroup {
             name: config.name.clone(),
             label: tlsgate_admin::metrics::intern(&config.name),
             servers,
-            balance: config.balance,
-            next: AtomicUsize::new(0),
+            balancer: Balancer::new(config.balance),
             client,
             header_timeout: config.header_timeout.get(),
             fail_timeout: config.fail_timeout.get(),
@@ -116,38 +99,9 @@ impl UpstreamGroup {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    fn is_up(&self, s: &UpstreamServer, now: u64) -> bool {
-        s.down_until_ms.load(Ordering::Relaxed) <= now
-    }
-
-    /// Picks a server, skipping `exclude` and servers marked down (if every server is down,
-    /// the one the policy would pick anyway); `None` when there is no other server at all.
+    /// Picks a server, skipping `exclude` and servers marked down; see [`Balancer::pick`].
     pub fn pick(&self, exclude: Option<usize>) -> Option<usize> {
-        let n = self.servers.len();
-        let now = self.now_ms();
-        let candidates = (0..n).filter(|i| Some(*i) != exclude);
-        let healthy: Vec<usize> = candidates
-            .clone()
-            .filter(|i| self.is_up(&self.servers[*i], now))
-            .collect();
-        let pool: Vec<usize> = if healthy.is_empty() {
-            candidates.collect()
-        } else {
-            healthy
-        };
-        if pool.is_empty() {
-            return None;
-        }
-        match self.balance {
-            Balance::RoundRobin => Some(pool[self.next.fetch_add(1, Ordering::Relaxed) % pool.len()]),
-            Balance::LeastConn => {
-                let start = self.next.fetch_add(1, Ordering::Relaxed);
-                // Rotate the start so ties are spread.
-                (0..pool.len())
-                    .map(|k| pool[(start + k) % pool.len()])
-                    .min_by_key(|i| self.servers[*i].in_flight.load(Ordering::Relaxed))
-            }
-        }
+        self.balancer.pick(&self.servers, self.now_ms(), exclude)
     }
 
     /// Forwards a request and streams the response back. A failure becomes the error response
@@ -242,9 +196,7 @@ impl UpstreamGroup {
                     ));
                 }
                 Ok(Err(e)) if e.is_connect() => {
-                    server
-                        .down_until_ms
-                        .store(self.now_ms() + self.fail_timeout.as_millis() as u64, Ordering::Relaxed);
+                    server.mark_down_until(self.now_ms() + self.fail_timeout.as_millis() as u64);
                     tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connect failed; server skipped for {:?}", self.fail_timeout);
                     exclude = Some(idx);
                     ProxyError::UpstreamConnect
@@ -294,30 +246,6 @@ impl UpstreamGroup {
     }
 }
 
-/// One request counted in its server's `in_flight` (what `least_conn` compares), from before it
-/// is sent until the guard is dropped: with the response body's end, or whenever the request is
-/// given up (its future dropped when the client goes away or resets the stream).
-struct InFlight {
-    group: Arc<UpstreamGroup>,
-    idx: usize,
-}
-
-impl InFlight {
-    fn enter(group: &Arc<UpstreamGroup>, idx: usize) -> Self {
-        group.servers[idx].in_flight.fetch_add(1, Ordering::Relaxed);
-        Self {
-            group: group.clone(),
-            idx,
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.group.servers[self.idx].in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Copies every current upstream server's requests in flight into `tlsgate_upstream_in_flight`
 /// (at scrape time; servers no longer configured disappear).
 pub fn export_in_flight(gateway: &crate::Gateway) {
@@ -330,25 +258,16 @@ pub fn export_in_flight(gateway: &crate::Gateway) {
                 upstream: group.label,
                 server: intern(s.authority.as_str()),
             };
-            gauge
-                .get_or_create(&labels)
-                .set(s.in_flight.load(Ordering::Relaxed) as i64);
+            gauge.get_or_create(&labels).set(s.in_flight() as i64);
         }
     }
-}
-
-/// A short plain-text error response.
-pub fn error_response(status: StatusCode, text: &'static str) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/plain")
-        .body(full(Bytes::from_static(text.as_bytes())))
-        .expect("static response parts are valid")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
+    use tlsgate_config::Balance;
 
     fn group(servers: &[&str], balance: Balance) -> UpstreamGroup {
         let text = format!(

@@ -1,20 +1,30 @@
 //! Per-request handling on a TLS connection: route, answer or forward, log, count.
 
-use crate::access_log::{AccessBody, RequestLog};
 use crate::body::{full, Body};
 use crate::context::ConnContext;
 use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
-use crate::forwarding::Hop;
 use crate::gateway::Generation;
-use crate::request_check;
-use crate::router::Action;
-use crate::upstream::{error_response, Downstream, FromOrigin};
+use crate::request::access_log::{AccessBody, RequestLog};
+use crate::request::check as request_check;
+use crate::request::router::Action;
+use crate::upstream::forwarding::Hop;
+use crate::upstream::{Downstream, FromOrigin};
+use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// A short plain-text error response.
+pub fn error_response(status: StatusCode, text: &'static str) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(full(Bytes::from_static(text.as_bytes())))
+        .expect("static response parts are valid")
+}
 
 /// RFC 8470: early data is replayable, so only requests that are safe to repeat (GET or HEAD
 /// without a body) are served from it; the rest get 425 Too Early and the client retries after

@@ -78,6 +78,16 @@ pin_project! {
     }
 }
 
+/// Shown in handshake errors (`tokio_boring::HandshakeError` is an `Error` only over a `Debug` stream).
+impl<S> std::fmt::Debug for MeteredStream<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeteredStream")
+            .field("read", &self.read)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S> MeteredStream<S> {
     /// Wraps `inner`.
     pub fn new(inner: S, activity: Arc<Activity>, metrics: Arc<tlsgate_admin::Metrics>) -> Self {

@@ -195,7 +195,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         let gw = gateway.clone();
         match config.kind {
             ListenerKind::Https => {
-                tokio::spawn(crate::conn::serve_tls(gw, tcp, peer, guard, tfo));
+                tokio::spawn(crate::downstream::conn::serve_tls(gw, tcp, peer, guard, tfo));
             }
             ListenerKind::Redirect => {
                 if tfo.is_some() {
@@ -205,7 +205,13 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
                     };
                     gw.metrics.tfo_accepted.get_or_create(&labels).inc();
                 }
-                tokio::spawn(crate::redirect::serve_redirect(gw, tcp, peer, guard, config.clone()));
+                tokio::spawn(crate::downstream::redirect::serve_redirect(
+                    gw,
+                    tcp,
+                    peer,
+                    guard,
+                    config.clone(),
+                ));
             }
         }
     }

@@ -1,0 +1,143 @@
+//! `[server]`, `[admin] listen`, `[[listener]]` and `[http2]`: limits and timeouts of client
+//! connections, the sockets clients reach, and the SETTINGS announced to HTTP/2 clients.
+
+use crate::issue::Issue;
+use crate::model::{Config, Http2Config, ListenerKind};
+use std::collections::HashSet;
+
+/// `[server]` limits and timeouts, and an admin listener that must stay on loopback.
+pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
+    let s = &config.server;
+    if s.max_connections == 0 {
+        issues.push(Issue::error("server.max_connections", "must be at least 1"));
+    }
+    if s.handshake_timeout.get().is_zero() {
+        issues.push(Issue::error("server.handshake_timeout", "must be above zero"));
+    }
+    if s.max_request_header_bytes < 1024 {
+        issues.push(Issue::error("server.max_request_header_bytes", "must be at least 1024"));
+    }
+    if let Some(addr) = config.admin.listen {
+        if !addr.ip().is_loopback() && !config.admin.allow_non_loopback {
+            issues.push(Issue::error(
+                "admin.listen",
+                format!("{addr} is not a loopback address; the admin listener has no authentication, set admin.allow_non_loopback = true to bind it anyway"),
+            ));
+        }
+    }
+}
+
+/// `[[listener]]`: at least one, distinct addresses, sane queue lengths and redirect statuses.
+pub(super) fn check_listeners(config: &Config, issues: &mut Vec<Issue>) {
+    if config.listeners.is_empty() {
+        issues.push(Issue::error("listener", "at least one [[listener]] is required"));
+    }
+    let mut seen = HashSet::new();
+    for (i, l) in config.listeners.iter().enumerate() {
+        if !seen.insert(l.listen) {
+            issues.push(Issue::error(
+                format!("listener[{i}].listen"),
+                format!("{} is used by another listener", l.listen),
+            ));
+        }
+        if l.backlog == 0 {
+            issues.push(Issue::error(format!("listener[{i}].backlog"), "must be at least 1"));
+        }
+        if l.tfo_queue() > 65_535 {
+            issues.push(Issue::error(
+                format!("listener[{i}].tcp_fastopen"),
+                "queue length must be at most 65535 (0 = off)",
+            ));
+        }
+        if l.kind == ListenerKind::Redirect && !matches!(l.redirect_status, 301 | 302 | 307 | 308) {
+            issues.push(Issue::error(
+                format!("listener[{i}].redirect_status"),
+                "must be 301, 302, 307 or 308",
+            ));
+        }
+        if Some(l.listen) == config.admin.listen {
+            issues.push(Issue::error(
+                format!("listener[{i}].listen"),
+                "is the admin listener's address",
+            ));
+        }
+    }
+    if !config.listeners.iter().any(|l| l.kind == ListenerKind::Https) && !config.listeners.is_empty() {
+        issues.push(Issue::warning(
+            "listener",
+            "no https listener: tlsgate will only redirect",
+        ));
+    }
+}
+
+/// `[http2]`: values within what RFC 9113 allows.
+pub(super) fn check_http2(h2: &Http2Config, issues: &mut Vec<Issue>) {
+    const MAX_WINDOW: u32 = (1 << 31) - 1;
+    if h2.max_concurrent_streams == 0 {
+        issues.push(Issue::error("http2.max_concurrent_streams", "must be at least 1"));
+    }
+    for (field, v) in [
+        ("http2.initial_stream_window", h2.initial_stream_window),
+        ("http2.initial_connection_window", h2.initial_connection_window),
+    ] {
+        if !(65_535..=MAX_WINDOW).contains(&v) {
+            issues.push(Issue::error(
+                field,
+                format!("must be between 65535 and {MAX_WINDOW} bytes"),
+            ));
+        }
+    }
+    if !(16_384..=16_777_215).contains(&h2.max_frame_size) {
+        issues.push(Issue::error(
+            "http2.max_frame_size",
+            "must be between 16384 and 16777215 bytes",
+        ));
+    }
+    if h2.header_table_size > 1 << 20 {
+        issues.push(Issue::warning(
+            "http2.header_table_size",
+            "above 1 MiB: every connection may hold this much HPACK state",
+        ));
+    }
+    if h2.keep_alive_interval.is_some_and(|d| d.get().is_zero()) {
+        issues.push(Issue::error(
+            "http2.keep_alive_interval",
+            "must be above zero (leave it out for no pings)",
+        ));
+    }
+    if h2.keep_alive_timeout.get().is_zero() {
+        issues.push(Issue::error("http2.keep_alive_timeout", "must be above zero"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::validate::test_config::{errors, parse, MINIMAL};
+
+    #[test]
+    fn http2_and_tfo_limits_are_named() {
+        let mut c = parse(MINIMAL);
+        c.http2.max_concurrent_streams = 0;
+        c.http2.max_frame_size = 1000;
+        c.http2.initial_stream_window = 10;
+        c.listeners[0].tcp_fastopen = Some(100_000);
+        let errs = errors(&c);
+        for field in [
+            "http2.max_concurrent_streams",
+            "http2.max_frame_size",
+            "http2.initial_stream_window",
+            "listener[0].tcp_fastopen",
+        ] {
+            assert!(errs.iter().any(|e| e.contains(field)), "{field}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn admin_must_stay_on_loopback() {
+        let mut c = parse(MINIMAL);
+        c.admin.listen = Some("0.0.0.0:9090".parse().unwrap());
+        assert!(errors(&c).iter().any(|e| e.contains("admin.listen")));
+        c.admin.allow_non_loopback = true;
+        assert!(!errors(&c).iter().any(|e| e.contains("admin.listen")));
+    }
+}

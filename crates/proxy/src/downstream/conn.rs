@@ -1,0 +1,61 @@
+//! One client connection on an https listener: the TLS handshake ([`handshake`]), then the
+//! connection's context and HTTP/1.1 ([`http1`]) or HTTP/2 ([`http2`]) by ALPN, with dynamic
+//! record sizing below, until the client leaves, goes idle, or the gateway drains.
+//!
+//! [`handshake`]: super::handshake
+//! [`http1`]: super::http1
+//! [`http2`]: super::http2
+
+use crate::context::ConnContext;
+use crate::downstream::io::{Activity, MeteredStream};
+use crate::downstream::records::{RecordPolicy, RecordSizer};
+use crate::downstream::{handshake, http1, http2};
+use crate::gateway::{ConnGuard, Gateway};
+use crate::request::service::handle;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// Serves one accepted TCP connection to completion. `tfo` names the listener when the
+/// connection's SYN carried data accepted by TCP Fast Open.
+pub async fn serve_tls(
+    gateway: Arc<Gateway>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    tfo: Option<&'static str>,
+) {
+    let _guard = guard;
+    let generation = gateway.current();
+    let activity = Activity::new();
+    let stream = MeteredStream::new(tcp, activity.clone(), gateway.metrics.clone());
+    let Some(done) = handshake::accept(&gateway, &generation, stream, &activity, peer, tfo).await else {
+        return;
+    };
+    let site = &generation.sites[done.site_idx];
+    let mut tls = RecordSizer::new(
+        done.tls,
+        RecordPolicy::from_config(&generation.config.tls),
+        gateway.metrics.clone(),
+        site.label,
+    );
+    let early = tls.watch_early_data();
+    let ctx = Arc::new(ConnContext {
+        gateway: gateway.clone(),
+        accepted_with: generation.clone(),
+        site: site.name.clone(),
+        site_label: site.label,
+        tls: done.facts,
+        peer,
+        protocol: if done.h2 { "h2" } else { "h1" },
+        early,
+    });
+    let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
+    let server = &generation.config.server;
+    let shutdown = gateway.shutdown_signal();
+    if done.h2 {
+        http2::serve(tls, service, server, &generation.config.http2, activity, shutdown).await;
+    } else {
+        http1::serve(tls, service, server, activity, shutdown).await;
+    }
+}

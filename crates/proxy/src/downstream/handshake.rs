@@ -1,0 +1,223 @@
+//! The TLS handshake of one client connection: run under the silent and total deadlines,
+//! failures classified by BoringSSL reason code and counted (plain HTTP on a TLS port answered in
+//! plain HTTP), success counted by site, resumption, version, cipher, group and certificate, and
+//! the TLS 1.3 session tickets written at once for HTTP/1.1 clients.
+
+use crate::downstream::io::{Activity, MeteredStream};
+use crate::facts::{millis, TlsFacts};
+use crate::gateway::{Gateway, Generation};
+use boring::ssl::NameType;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels, TfoLabels};
+use tlsgate_tls::{HandshakeFailure, HandshakeInfo, Resumption};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_boring::SslStream;
+
+/// What BoringSSL reports when plain HTTP arrives on a TLS port; we answer it in plain HTTP.
+const PLAINTEXT_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 52\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use https:// to connect.\r\n\r\n";
+
+/// A completed handshake: the stream and what the rest of the connection needs to know.
+pub struct Established {
+    /// The TLS stream over the metered TCP connection.
+    pub tls: SslStream<MeteredStream<TcpStream>>,
+    /// The site the certificate selection chose (index into the generation's sites).
+    pub site_idx: usize,
+    /// What the access log records of the handshake.
+    pub facts: TlsFacts,
+    /// True when ALPN chose HTTP/2.
+    pub h2: bool,
+}
+
+/// Runs the handshake of an accepted connection and counts its outcome; `None` when it failed
+/// (already counted and logged). `tfo` names the listener when the SYN carried TCP Fast Open
+/// data (counted per site once it is known).
+pub async fn accept(
+    gateway: &Gateway,
+    generation: &Generation,
+    stream: MeteredStream<TcpStream>,
+    activity: &Activity,
+    peer: SocketAddr,
+    tfo: Option<&'static str>,
+) -> Option<Established> {
+    let count_tfo = |site: &'static str| {
+        if let Some(listener) = tfo {
+            gateway
+                .metrics
+                .tfo_accepted
+                .get_or_create(&TfoLabels { listener, site })
+                .inc();
+        }
+    };
+    let started = Instant::now();
+    let server = &generation.config.server;
+    let metrics = &gateway.metrics;
+    let ssl = match generation.tls.new_ssl() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot create a TLS connection object");
+            return None;
+        }
+    };
+    let fail = |failure: HandshakeFailure| {
+        metrics
+            .handshake_failures
+            .get_or_create(&FailureLabels {
+                reason: failure.label(),
+            })
+            .inc();
+        count_tfo("-");
+    };
+    let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
+    let mut tls = match handshake_deadlines(
+        accept,
+        activity,
+        server.silent_timeout.get(),
+        server.handshake_timeout.get(),
+    )
+    .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            let failure = HandshakeFailure::of(&e);
+            fail(failure);
+            tracing::debug!(%peer, reason = failure.label(), error = %e, "TLS handshake failed");
+            if failure == HandshakeFailure::PlaintextHttp {
+                if let Some(mut raw) = e.into_source_stream() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        let _ = raw.write_all(PLAINTEXT_REPLY).await;
+                        let _ = raw.shutdown().await;
+                    })
+                    .await;
+                }
+            }
+            return None;
+        }
+        Err(Silent) => {
+            fail(HandshakeFailure::Silent);
+            tracing::debug!(%peer, "connection sent nothing for {:?}; closed", server.silent_timeout);
+            return None;
+        }
+        Err(TimedOut) => {
+            fail(HandshakeFailure::Timeout);
+            tracing::debug!(%peer, "TLS handshake timed out after {:?}", server.handshake_timeout);
+            return None;
+        }
+    };
+    let info = HandshakeInfo::read(tls.ssl());
+    let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
+    let site_label = generation.sites[site_idx].label;
+    count_tfo(site_label);
+    metrics
+        .handshakes
+        .get_or_create(&HandshakeLabels {
+            site: site_label,
+            outcome: info.resumption.as_str(),
+            version: info.version,
+            cipher: info.cipher,
+            group: info.group,
+            cert: info.cert_type.as_str(),
+            stapled: if info.stapled { "yes" } else { "no" },
+        })
+        .inc();
+    let outcome = if info.resumption == Resumption::Full {
+        "full"
+    } else {
+        "resumed"
+    };
+    let handshake_time = started.elapsed();
+    metrics
+        .handshake_duration
+        .get_or_create(&OutcomeLabels { outcome })
+        .observe(handshake_time.as_secs_f64());
+    // For the access log, once per connection (the strings are static but the SNI).
+    let facts = TlsFacts {
+        sni: tls.ssl().servername(NameType::HOST_NAME).map(Arc::from),
+        version: info.version,
+        cipher: info.cipher,
+        resumption: info.resumption.as_str(),
+        handshake_ms: millis(handshake_time),
+        client_subject: None,
+    };
+    let h2 = info.alpn.as_deref() == Some(b"h2");
+    // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
+    // they go along, but HTTP/1.1 writes nothing before a request comes and is answered.
+    if !h2 && info.version == "TLSv1.3" && !send_session_tickets(&mut tls, peer).await {
+        return None;
+    }
+    if info.early_data {
+        gateway
+            .sessions
+            .early_data
+            .stats
+            .accepted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Some(Established {
+        tls,
+        site_idx,
+        facts,
+        h2,
+    })
+}
+
+/// Why a handshake was cut off.
+enum Deadline {
+    /// No byte arrived within `silent_timeout`.
+    Silent,
+    /// The handshake did not finish within `handshake_timeout`.
+    TimedOut,
+}
+use Deadline::{Silent, TimedOut};
+
+/// Runs the handshake under two deadlines: a connection that has sent no byte after `silent` is
+/// closed then (a bare TCP connection holds its slot for seconds, not the whole handshake
+/// timeout); otherwise the handshake has `total` in all. One timer on the common path.
+async fn handshake_deadlines<F: Future>(
+    accept: F,
+    activity: &Activity,
+    silent: Duration,
+    total: Duration,
+) -> Result<F::Output, Deadline> {
+    let silent = silent.min(total);
+    tokio::pin!(accept);
+    tokio::select! {
+        r = &mut accept => return Ok(r),
+        _ = tokio::time::sleep(silent) => {}
+    }
+    if activity.silent() {
+        return Err(Silent);
+    }
+    tokio::time::timeout(total - silent, accept).await.map_err(|_| TimedOut)
+}
+
+/// Writes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake
+/// (it sends them only with the next application write; `tlsgate_tls::take_pending_flight`).
+/// A client that reads its tickets before it sends anything — `openssl s_client -sess_out`, a
+/// browser's preconnected socket that closes unused — otherwise leaves without a session; OpenSSL
+/// servers (nginx) write them with the handshake too. The cost, measured: one more write and TCP
+/// segment per TLS 1.3 HTTP/1.1 connection (docs/OPTIMISATIONS.md). The records are a few hundred
+/// bytes into the empty send buffer of a fresh connection, so the write does not wait on the
+/// client. False when the connection is broken and must be dropped.
+async fn send_session_tickets(tls: &mut SslStream<MeteredStream<TcpStream>>, peer: SocketAddr) -> bool {
+    let records = match tlsgate_tls::take_pending_flight(tls.ssl_mut()) {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "cannot flush the session tickets");
+            return false;
+        }
+    };
+    if records.is_empty() {
+        return true;
+    }
+    match tls.get_mut().write_all(&records).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "cannot send the session tickets");
+            false
+        }
+    }
+}

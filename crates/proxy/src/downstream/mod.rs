@@ -1,0 +1,17 @@
+//! The client side: sockets and admission ([`listener`], [`source_limit`]), one connection
+//! ([`conn`]: its TLS [`handshake`], then [`http1`] or [`http2`] by ALPN, each [`drive`]n to its
+//! end), byte metering ([`io`]) and dynamic TLS record
+//! sizing ([`records`]), the plain-HTTP redirect listener ([`redirect`]) and the OCSP staple
+//! upkeep that the handshakes serve from ([`stapling`]).
+
+pub mod conn;
+pub mod drive;
+pub mod handshake;
+pub mod http1;
+pub mod http2;
+pub mod io;
+pub mod listener;
+pub mod records;
+pub mod redirect;
+pub mod source_limit;
+pub mod stapling;

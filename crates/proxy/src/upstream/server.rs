@@ -1,0 +1,67 @@
+//! One origin server as the group sees it: its address, the requests in flight to it (what
+//! `least_conn` compares) and the passive-health mark that skips it for `fail_timeout` after a
+//! failed connect.
+
+use super::UpstreamGroup;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// One origin server.
+#[derive(Debug)]
+pub struct UpstreamServer {
+    /// `host:port`.
+    pub authority: http::uri::Authority,
+    pub(super) in_flight: AtomicUsize,
+    /// Milliseconds since the group's epoch until which the server is skipped.
+    pub(super) down_until_ms: AtomicU64,
+}
+
+impl UpstreamServer {
+    /// A server that is up and idle.
+    pub fn new(authority: http::uri::Authority) -> Self {
+        Self {
+            authority,
+            in_flight: AtomicUsize::new(0),
+            down_until_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests in flight to this server now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// True unless a failure marked the server down until after `now_ms`.
+    pub fn is_up(&self, now_ms: u64) -> bool {
+        self.down_until_ms.load(Ordering::Relaxed) <= now_ms
+    }
+
+    /// Skips the server until `until_ms` (passive ejection after a failed connect).
+    pub fn mark_down_until(&self, until_ms: u64) {
+        self.down_until_ms.store(until_ms, Ordering::Relaxed);
+    }
+}
+
+/// One request counted in its server's `in_flight` (what `least_conn` compares), from before it
+/// is sent until the guard is dropped: with the response body's end, or whenever the request is
+/// given up (its future dropped when the client goes away or resets the stream).
+pub(super) struct InFlight {
+    group: Arc<UpstreamGroup>,
+    idx: usize,
+}
+
+impl InFlight {
+    pub(super) fn enter(group: &Arc<UpstreamGroup>, idx: usize) -> Self {
+        group.servers[idx].in_flight.fetch_add(1, Ordering::Relaxed);
+        Self {
+            group: group.clone(),
+            idx,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.group.servers[self.idx].in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
