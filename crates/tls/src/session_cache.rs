@@ -162,7 +162,7 @@ mod tests {
     use super::*;
     use crate::handshake_info::{self, HandshakeInfo, Resumption};
     use crate::test_tls::{client_ctx, established, server_ctx, Handshake};
-    use boring::ssl::{Ssl, SslContext, SslOptions, SslSessionCacheMode, SslVersion};
+    use boring::ssl::{SslContext, SslOptions, SslSessionCacheMode, SslVersion};
 
     fn tls12() -> impl FnOnce(&mut boring::ssl::SslContextBuilder) {
         |b| b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap()
@@ -181,15 +181,11 @@ mod tests {
 
     /// One handshake offering `session`; returns what the server saw and the client's session.
     fn connect(server: &SslContext, client: &SslContext, session: Option<&SslSession>) -> (Resumption, SslSession) {
-        let mut c = Ssl::new(client).unwrap();
-        if let Some(session) = session {
-            crate::ffi::set_client_session(&mut c, session).unwrap();
-        }
-        let mut s = Ssl::new(server).unwrap();
-        handshake_info::attach(&mut s);
-        // The session lookup is asynchronous: BoringSSL polls it with the connection's waker.
-        s.set_task_waker(Some(std::task::Waker::noop().clone()));
-        let hs = Handshake::between(c, s);
+        let hs = Handshake::resuming(server, client, session, |s| {
+            handshake_info::attach(s);
+            // The session lookup is asynchronous: BoringSSL polls it with the connection's waker.
+            s.set_task_waker(Some(std::task::Waker::noop().clone()));
+        });
         let resumption = HandshakeInfo::read(established(&hs.server)).resumption;
         (resumption, established(&hs.client).session().unwrap().to_owned())
     }

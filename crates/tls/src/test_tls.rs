@@ -193,6 +193,23 @@ impl Handshake {
         }
     }
 
+    /// A client of `client` offering `session` (if any) to a server connection of `server`,
+    /// `prepare`d first (e.g. with the handshake-info record the tickets and session cache mark).
+    pub(crate) fn resuming(
+        server: &SslContext,
+        client: &SslContext,
+        session: Option<&boring::ssl::SslSession>,
+        prepare: impl FnOnce(&mut Ssl),
+    ) -> Self {
+        let mut c = Ssl::new(client).unwrap();
+        if let Some(session) = session {
+            crate::ffi::set_client_session(&mut c, session).unwrap();
+        }
+        let mut s = Ssl::new(server).unwrap();
+        prepare(&mut s);
+        Self::between(c, s)
+    }
+
     /// A server connection of `ctx` reading `bytes` from a client that then closes.
     pub(crate) fn server_only(ctx: &SslContext, bytes: &[u8]) -> Side {
         Self::server_only_with(ctx, bytes, |_| {})

@@ -378,17 +378,11 @@ mod resumption_tests {
     use super::*;
     use crate::handshake_info::{self, HandshakeInfo, Resumption};
     use crate::test_tls::{client_ctx, established, server_ctx, Handshake};
-    use boring::ssl::{Ssl, SslContext, SslSession, SslVersion};
+    use boring::ssl::{SslContext, SslSession, SslVersion};
 
     /// One TLS 1.2 handshake offering `session`; returns what the server saw and the new session.
     fn connect(server: &SslContext, client: &SslContext, session: Option<&SslSession>) -> (Resumption, SslSession) {
-        let mut c = Ssl::new(client).unwrap();
-        if let Some(session) = session {
-            crate::ffi::set_client_session(&mut c, session).unwrap();
-        }
-        let mut s = Ssl::new(server).unwrap();
-        handshake_info::attach(&mut s);
-        let hs = Handshake::between(c, s);
+        let hs = Handshake::resuming(server, client, session, |s| handshake_info::attach(s));
         let resumption = HandshakeInfo::read(established(&hs.server)).resumption;
         (resumption, established(&hs.client).session().unwrap().to_owned())
     }
