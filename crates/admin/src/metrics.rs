@@ -52,6 +52,14 @@ pub struct FailureLabels {
     pub reason: &'static str,
 }
 
+/// Labels of a client connection closed by one of its timeouts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientTimeoutLabels {
+    /// `idle` (no request for `client_idle_timeout`), `header` (bytes but no complete request
+    /// for `client_header_timeout`) or `send` (the client took nothing for `client_send_timeout`).
+    pub reason: &'static str,
+}
+
 /// Labels of a handshake-duration observation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -146,6 +154,8 @@ pub struct Metrics {
     pub handshake_failures: Family<FailureLabels, Counter>,
     /// Handshake duration (from accept to finished).
     pub handshake_duration: Family<OutcomeLabels, Histogram>,
+    /// Client connections closed by a timeout, by which.
+    pub client_timeouts: Family<ClientTimeoutLabels, Counter>,
     /// Client connections open now.
     pub open_connections: Gauge,
     /// Client connections accepted.
@@ -205,6 +215,12 @@ impl Metrics {
             "handshake_failures",
             "Failed TLS handshakes by reason",
             handshake_failures.clone(),
+        );
+        let client_timeouts = Family::default();
+        registry.register(
+            "client_timeouts",
+            "Client connections closed by a timeout: idle (no request), header (no complete request), send (the client read nothing)",
+            client_timeouts.clone(),
         );
         let handshake_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
@@ -316,6 +332,7 @@ impl Metrics {
             handshakes,
             handshake_failures,
             handshake_duration,
+            client_timeouts,
             open_connections,
             connections_accepted,
             connections_shed,

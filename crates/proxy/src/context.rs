@@ -1,6 +1,8 @@
 //! What every request of one client connection shares: the gateway, the generation it was
-//! accepted with, its site, its TLS facts and the client's address.
+//! accepted with, its site, its TLS facts, the client's address, what the connection's watchdog
+//! reads, and the connection's share of origin requests.
 
+use crate::downstream::io::Activity;
 use crate::facts::TlsFacts;
 use crate::gateway::{Gateway, Generation};
 use std::net::SocketAddr;
@@ -25,4 +27,8 @@ pub struct ConnContext {
     pub protocol: &'static str,
     /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.
     pub early: Option<Arc<AtomicBool>>,
+    /// Requests in flight and the client's progress, for the connection's timeouts.
+    pub activity: Arc<Activity>,
+    /// Origin requests this connection may have at once (`max_upstream_requests_per_connection`).
+    pub upstream_slots: Arc<tokio::sync::Semaphore>,
 }

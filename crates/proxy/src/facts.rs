@@ -35,6 +35,9 @@ pub struct UpstreamFacts {
     pub header_time: Option<Duration>,
     /// The request body's progress (bytes read from the client and forwarded).
     pub upload: Option<Arc<SendState>>,
+    /// The connection's origin-request slot this request holds until it is finished
+    /// (`server.max_upstream_requests_per_connection`).
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Milliseconds with microsecond precision, as logged.

@@ -24,10 +24,19 @@ pub struct ServerConfig {
     pub silent_timeout: Duration,
     /// On SIGTERM, how long open connections get to finish before the process exits.
     pub drain_timeout: Duration,
-    /// How long an idle client keep-alive connection is kept open.
+    /// How long a client connection with no request in flight and none arriving is kept open
+    /// (bytes that carry no request, such as HTTP/2 PINGs, do not count).
     pub client_idle_timeout: Duration,
-    /// Longest time to receive a complete request header from a client.
+    /// Longest time to receive a complete request header from a client (HTTP/1.1; on HTTP/2,
+    /// from the first byte after the connection went quiet to a complete request).
     pub client_header_timeout: Duration,
+    /// A client that accepts none of the bytes the gateway has for it for this long is closed
+    /// (nginx's `send_timeout`): a slow reader holds a connection and its buffers for this long.
+    pub client_send_timeout: Duration,
+    /// Requests of one client connection forwarded to origins at the same time (each may hold
+    /// an origin connection); more wait for one of them to finish. Bounds what one HTTP/2
+    /// connection's streams can pin upstream.
+    pub max_upstream_requests_per_connection: usize,
     /// Largest request header block (request line + headers) accepted; larger gets 431.
     pub max_request_header_bytes: usize,
     /// Networks (CIDR) of proxies in front of the gateway whose `X-Forwarded-For`, `-Proto`,
@@ -46,6 +55,8 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(30),
             client_idle_timeout: Duration::from_secs(75),
             client_header_timeout: Duration::from_secs(30),
+            client_send_timeout: Duration::from_secs(60),
+            max_upstream_requests_per_connection: 32,
             max_request_header_bytes: 32 * 1024,
             trusted_proxies: Vec::new(),
         }

@@ -11,8 +11,21 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
     if s.max_connections == 0 {
         issues.push(Issue::error("server.max_connections", "must be at least 1"));
     }
-    if s.handshake_timeout.get().is_zero() {
-        issues.push(Issue::error("server.handshake_timeout", "must be above zero"));
+    for (field, d) in [
+        ("server.handshake_timeout", s.handshake_timeout),
+        ("server.client_idle_timeout", s.client_idle_timeout),
+        ("server.client_header_timeout", s.client_header_timeout),
+        ("server.client_send_timeout", s.client_send_timeout),
+    ] {
+        if d.get().is_zero() {
+            issues.push(Issue::error(field, "must be above zero"));
+        }
+    }
+    if s.max_upstream_requests_per_connection == 0 {
+        issues.push(Issue::error(
+            "server.max_upstream_requests_per_connection",
+            "must be at least 1",
+        ));
     }
     if s.max_request_header_bytes < 1024 {
         issues.push(Issue::error("server.max_request_header_bytes", "must be at least 1024"));

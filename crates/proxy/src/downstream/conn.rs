@@ -49,13 +49,26 @@ pub async fn serve_tls(
         peer,
         protocol: if done.h2 { "h2" } else { "h1" },
         early,
+        activity: activity.clone(),
+        upstream_slots: Arc::new(tokio::sync::Semaphore::new(
+            generation.config.server.max_upstream_requests_per_connection,
+        )),
     });
     let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
-        http2::serve(tls, service, server, &generation.config.http2, activity, shutdown).await;
+        http2::serve(
+            tls,
+            service,
+            server,
+            &generation.config.http2,
+            activity,
+            &gateway.metrics,
+            shutdown,
+        )
+        .await;
     } else {
-        http1::serve(tls, service, server, activity, shutdown).await;
+        http1::serve(tls, service, server, activity, &gateway.metrics, shutdown).await;
     }
 }

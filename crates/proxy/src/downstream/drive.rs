@@ -41,12 +41,51 @@ where
     }
 }
 
-/// Drives a connection until it ends, closing it when idle too long and finishing it gracefully
-/// when the gateway drains. Returns true when the connection ended with an error.
+/// The timeouts a connection's watchdog enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// No request in flight and none arriving for this long: closed (`idle`).
+    pub idle: Duration,
+    /// An HTTP/2 header block open for this long: closed (`header`). HTTP/1.1's header timeout
+    /// is hyper's own (`header_read_timeout`).
+    pub header: Option<Duration>,
+    /// The client accepted none of our bytes for this long: closed (`send`).
+    pub send: Duration,
+}
+
+impl Timeouts {
+    /// The first timeout that has run out, with its metric label, or how long until one could.
+    fn check(&self, activity: &Activity) -> Result<Duration, &'static str> {
+        // A condition that is not present now can start at once and then run its whole length.
+        let mut next = self.send.min(self.idle);
+        let mut run = |elapsed: Option<Duration>, limit: Duration, reason: &'static str| match elapsed {
+            Some(e) if e >= limit => Err(reason),
+            Some(e) => {
+                next = next.min(limit - e);
+                Ok(())
+            }
+            None => {
+                next = next.min(limit);
+                Ok(())
+            }
+        };
+        run(activity.client_stalled_for(), self.send, "send")?;
+        if let Some(header) = self.header {
+            run(activity.header_open_for(), header, "header")?;
+        }
+        run(activity.no_request_for(), self.idle, "idle")?;
+        Ok(next)
+    }
+}
+
+/// Drives a connection until it ends, closing it when one of its [`Timeouts`] runs out (counted
+/// in `client_timeouts_total{reason}`) and finishing it gracefully when the gateway drains.
+/// Returns true when the connection ended with an error.
 pub async fn drive<C, E>(
     conn: C,
     activity: Arc<Activity>,
-    idle: Duration,
+    timeouts: Timeouts,
+    metrics: &tlsgate_admin::Metrics,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> bool
 where
@@ -58,13 +97,13 @@ where
     if draining {
         conn.as_mut().graceful();
     }
+    // One timer per connection, re-armed only when it fires.
     let watchdog = async {
         loop {
-            let quiet = activity.idle_for();
-            if quiet >= idle {
-                return;
+            match timeouts.check(&activity) {
+                Ok(wait) => tokio::time::sleep(wait).await,
+                Err(reason) => return reason,
             }
-            tokio::time::sleep(idle - quiet).await;
         }
     };
     tokio::pin!(watchdog);
@@ -79,8 +118,12 @@ where
                     }
                 };
             }
-            _ = &mut watchdog => {
-                tracing::debug!("closing client connection idle for {idle:?}");
+            reason = &mut watchdog => {
+                metrics
+                    .client_timeouts
+                    .get_or_create(&tlsgate_admin::metrics::ClientTimeoutLabels { reason })
+                    .inc();
+                tracing::debug!(reason, ?timeouts, "closing client connection: timed out");
                 return false;
             }
             changed = shutdown.changed(), if !draining => {

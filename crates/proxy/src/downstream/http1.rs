@@ -1,7 +1,7 @@
 //! HTTP/1.1 toward a client: hyper's server connection with keep-alive, the request-header
 //! timeout and size limit (431 above it), and a lingering close after an error response.
 
-use crate::downstream::drive::drive;
+use crate::downstream::drive::{drive, Timeouts};
 use crate::downstream::io::{Activity, MeteredStream};
 use crate::downstream::records::RecordSizer;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -17,6 +17,7 @@ pub async fn serve<S>(
     service: S,
     server: &ServerConfig,
     activity: Arc<Activity>,
+    metrics: &tlsgate_admin::Metrics,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) where
     S: hyper::service::HttpService<hyper::body::Incoming>,
@@ -32,7 +33,12 @@ pub async fn serve<S>(
     let failed = drive(
         b.serve_connection(TokioIo::new(&mut tls), service),
         activity,
-        server.client_idle_timeout.get(),
+        Timeouts {
+            idle: server.client_idle_timeout.get(),
+            header: None,
+            send: server.client_send_timeout.get(),
+        },
+        metrics,
         shutdown,
     )
     .await;

@@ -1,7 +1,8 @@
 //! HTTP/2 toward a client: hyper's server connection with the `[http2]` settings (streams,
 //! windows, frame and header-table sizes, keep-alive PINGs) and the header-list limit.
 
-use crate::downstream::drive::drive;
+use crate::downstream::drive::{drive, Timeouts};
+use crate::downstream::frames::FrameWatch;
 use crate::downstream::io::Activity;
 use crate::downstream::records::RecordSizer;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -15,6 +16,7 @@ pub async fn serve<S>(
     server: &ServerConfig,
     h2c: &Http2Config,
     activity: Arc<Activity>,
+    metrics: &tlsgate_admin::Metrics,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) where
     S: hyper::service::HttpService<hyper::body::Incoming> + Send + 'static,
@@ -35,9 +37,14 @@ pub async fn serve<S>(
         .keep_alive_interval(h2c.keep_alive_interval.map(|d| d.get()))
         .keep_alive_timeout(h2c.keep_alive_timeout.get());
     drive(
-        b.serve_connection(TokioIo::new(tls), service),
+        b.serve_connection(TokioIo::new(FrameWatch::new(tls, activity.clone())), service),
         activity,
-        server.client_idle_timeout.get(),
+        Timeouts {
+            idle: server.client_idle_timeout.get(),
+            header: Some(server.client_header_timeout.get()),
+            send: server.client_send_timeout.get(),
+        },
+        metrics,
         shutdown,
     )
     .await;

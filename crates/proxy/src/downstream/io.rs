@@ -1,6 +1,7 @@
-//! A TCP stream wrapper that counts bytes for metrics, records the last time bytes moved (so the
-//! connection task can close connections idle for longer than `client_idle_timeout`), and
-//! buffers small reads.
+//! A TCP stream wrapper that counts bytes for metrics, records what the connection's watchdog
+//! needs ([`Activity`]: whether any byte arrived yet, since when the client has accepted nothing
+//! we had to send, requests in flight and the last time one started or ended, an HTTP/2 header
+//! block left open), and buffers small reads.
 //!
 //! BoringSSL reads a record in two steps, the 5-byte header and then the body, and ignores
 //! read-ahead; without a buffer below it every request costs two `recvfrom` calls. A small read
@@ -11,20 +12,47 @@ use bytes::{Buf, BytesMut};
 use pin_project_lite::pin_project;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// `last_ms` before any byte moved.
-const NOTHING_YET: u64 = u64::MAX;
-
-/// Activity shared between the stream and the connection's idle watchdog.
+/// What one client connection's watchdog reads (`downstream::drive`), written by the stream
+/// below TLS, the HTTP/2 frame watch above it, and each request. Times are milliseconds since the
+/// connection was accepted; all plain atomics, touched once per read, write or request.
 #[derive(Debug)]
 pub struct Activity {
     epoch: Instant,
-    last_ms: AtomicU64,
+    /// Whether any byte has arrived (the handshake's silent timeout).
+    heard: std::sync::atomic::AtomicBool,
+    /// Since when a write has found the client's socket full and nothing moved (`NONE`: not now).
+    write_blocked_ms: AtomicU64,
+    /// Requests being served.
+    in_flight: AtomicUsize,
+    /// When a request last started or ended (the accept time before the first).
+    last_request_ms: AtomicU64,
+    /// Since when an HTTP/2 header block is open (HEADERS without END_HEADERS; `NONE`: none).
+    header_open_ms: AtomicU64,
+    /// Response bodies that handed data to the HTTP layer and have not been asked for more
+    /// (the client has not taken what they gave: flow-control window or socket full).
+    bodies_waiting: AtomicUsize,
+    /// Since when bodies have been waiting with no waiting body asked for more (`NONE`: none).
+    body_wait_ms: AtomicU64,
+}
+
+/// No such moment.
+const NONE: u64 = u64::MAX;
+
+/// Decrements the connection's requests in flight when dropped ([`Activity::request_started`]).
+#[derive(Debug)]
+pub struct RequestInFlight(Arc<Activity>);
+
+impl Drop for RequestInFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.last_request_ms.store(self.0.now_ms(), Ordering::Relaxed);
+    }
 }
 
 impl Activity {
@@ -32,28 +60,100 @@ impl Activity {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
-            last_ms: AtomicU64::new(NOTHING_YET),
+            heard: std::sync::atomic::AtomicBool::new(false),
+            write_blocked_ms: AtomicU64::new(NONE),
+            in_flight: AtomicUsize::new(0),
+            last_request_ms: AtomicU64::new(0),
+            header_open_ms: AtomicU64::new(NONE),
+            bodies_waiting: AtomicUsize::new(0),
+            body_wait_ms: AtomicU64::new(NONE),
         })
     }
 
-    /// True while no byte has moved yet.
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// True while no byte has arrived yet.
     pub fn silent(&self) -> bool {
-        self.last_ms.load(Ordering::Relaxed) == NOTHING_YET
+        !self.heard.load(Ordering::Relaxed)
     }
 
-    fn touch(&self) {
-        self.last_ms
-            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    /// A request started; it counts as in flight until the returned guard is dropped.
+    pub fn request_started(self: &Arc<Self>) -> RequestInFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.last_request_ms.store(self.now_ms(), Ordering::Relaxed);
+        RequestInFlight(self.clone())
     }
 
-    /// How long since bytes last moved (since the start when none has).
-    pub fn idle_for(&self) -> std::time::Duration {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let last = match self.last_ms.load(Ordering::Relaxed) {
-            NOTHING_YET => 0,
-            t => t,
-        };
-        std::time::Duration::from_millis(now.saturating_sub(last))
+    /// How long the connection has had no request in flight (`None` while one is).
+    pub fn no_request_for(&self) -> Option<std::time::Duration> {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let last = self.last_request_ms.load(Ordering::Relaxed);
+        Some(std::time::Duration::from_millis(self.now_ms().saturating_sub(last)))
+    }
+
+    /// An HTTP/2 header block opened (`true`) or was completed (`false`).
+    pub fn header_block(&self, open: bool) {
+        let value = if open { self.now_ms() } else { NONE };
+        if !open || self.header_open_ms.load(Ordering::Relaxed) == NONE {
+            self.header_open_ms.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// How long an HTTP/2 header block has been open, if one is.
+    pub fn header_open_for(&self) -> Option<std::time::Duration> {
+        self.since(&self.header_open_ms)
+    }
+
+    /// How long the client has taken nothing: the longer of a socket write finding its buffer
+    /// full with nothing moving, and response bodies waiting with none asked for more.
+    pub fn client_stalled_for(&self) -> Option<std::time::Duration> {
+        match (self.since(&self.write_blocked_ms), self.since(&self.body_wait_ms)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A response body handed data to the HTTP layer: it now waits until it is asked for more.
+    pub fn body_handed_data(&self) {
+        if self.bodies_waiting.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.body_wait_ms.store(self.now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// A body that had handed data is asked for more (or dropped): the client took something.
+    pub fn body_taken(&self) {
+        let before = self.bodies_waiting.fetch_sub(1, Ordering::Relaxed);
+        let since = if before > 1 { self.now_ms() } else { NONE };
+        self.body_wait_ms.store(since, Ordering::Relaxed);
+    }
+
+    fn since(&self, at: &AtomicU64) -> Option<std::time::Duration> {
+        match at.load(Ordering::Relaxed) {
+            NONE => None,
+            t => Some(std::time::Duration::from_millis(self.now_ms().saturating_sub(t))),
+        }
+    }
+
+    fn heard(&self) {
+        if !self.heard.load(Ordering::Relaxed) {
+            self.heard.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn wrote(&self) {
+        if self.write_blocked_ms.load(Ordering::Relaxed) != NONE {
+            self.write_blocked_ms.store(NONE, Ordering::Relaxed);
+        }
+    }
+
+    fn write_blocked(&self) {
+        if self.write_blocked_ms.load(Ordering::Relaxed) == NONE {
+            self.write_blocked_ms.store(self.now_ms(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -139,7 +239,7 @@ impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
             let n = (buf.filled().len() - before) as u64;
             if n > 0 {
                 *this.read += n;
-                this.activity.touch();
+                this.activity.heard();
             }
             return res;
         }
@@ -148,7 +248,7 @@ impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
             Poll::Ready(Ok(0)) => Poll::Ready(Ok(())),
             Poll::Ready(Ok(n)) => {
                 *this.read += n as u64;
-                this.activity.touch();
+                this.activity.heard();
                 *this.ahead = Some(fresh);
                 drain_into(this.ahead, buf);
                 Poll::Ready(Ok(()))
@@ -163,9 +263,13 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.project();
         let res = this.inner.poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &res {
-            *this.written += *n as u64;
-            this.activity.touch();
+        match &res {
+            Poll::Ready(Ok(n)) => {
+                *this.written += *n as u64;
+                this.activity.wrote();
+            }
+            Poll::Pending => this.activity.write_blocked(),
+            Poll::Ready(Err(_)) => {}
         }
         res
     }
@@ -177,9 +281,13 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
         let res = this.inner.poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = &res {
-            *this.written += *n as u64;
-            this.activity.touch();
+        match &res {
+            Poll::Ready(Ok(n)) => {
+                *this.written += *n as u64;
+                this.activity.wrote();
+            }
+            Poll::Pending => this.activity.write_blocked(),
+            Poll::Ready(Err(_)) => {}
         }
         res
     }

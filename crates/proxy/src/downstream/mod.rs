@@ -1,11 +1,12 @@
 //! The client side: sockets and admission ([`listener`], [`source_limit`]), one connection
 //! ([`conn`]: its TLS [`handshake`], then [`http1`] or [`http2`] by ALPN, each [`drive`]n to its
-//! end), byte metering ([`io`]) and dynamic TLS record
+//! end; [`frames`] watches HTTP/2 header blocks for the header timeout), byte metering ([`io`]) and dynamic TLS record
 //! sizing ([`records`]), the plain-HTTP redirect listener ([`redirect`]) and the OCSP staple
 //! upkeep that the handshakes serve from ([`stapling`]).
 
 pub mod conn;
 pub mod drive;
+pub mod frames;
 pub mod handshake;
 pub mod http1;
 pub mod http2;

@@ -16,6 +16,7 @@
 
 use crate::body::{Body, BoxError};
 use crate::context::ConnContext;
+use crate::downstream::io::{Activity, RequestInFlight};
 use crate::error::ProxyError;
 pub use crate::facts::{millis, TlsFacts, UpstreamFacts};
 use bytes::Bytes;
@@ -76,6 +77,8 @@ pub struct RequestLog {
     upstream: UpstreamFacts,
     bytes_out: u64,
     done: bool,
+    /// Counts the request in its connection's requests in flight until it is finished.
+    in_flight: Option<RequestInFlight>,
 }
 
 impl RequestLog {
@@ -92,6 +95,7 @@ impl RequestLog {
             upstream: UpstreamFacts::default(),
             bytes_out: 0,
             done: false,
+            in_flight: Some(ctx.activity.request_started()),
         }
     }
 
@@ -106,10 +110,12 @@ impl RequestLog {
         self.status = Some(response.status());
         if response.extensions().get::<ProxyError>() == Some(&ProxyError::ClientAbandoned) {
             self.finish(Outcome::ClientAbandoned);
-            return response.map(|inner| AccessBody { inner, log: None });
+            let activity = self.ctx.activity.clone();
+            return response.map(|inner| AccessBody::new(inner, None, activity));
         }
+        let activity = self.ctx.activity.clone();
         let (parts, inner) = response.into_parts();
-        Response::from_parts(parts, AccessBody { inner, log: Some(self) })
+        Response::from_parts(parts, AccessBody::new(inner, Some(self), activity))
     }
 
     /// Whether the client expects body bytes after the header (hyper sends none and drops the
@@ -123,6 +129,9 @@ impl RequestLog {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
+        // The request no longer counts as in flight, and its origin slot is given back.
+        self.in_flight = None;
+        self.upstream.slot = None;
         let ctx = &*self.ctx;
         let status = self.status.map_or(CLIENT_CLOSED_REQUEST, |s| s.as_u16());
         let metrics = &ctx.gateway.metrics;
@@ -191,9 +200,28 @@ impl Drop for RequestLog {
 pub struct AccessBody {
     inner: Body,
     log: Option<RequestLog>,
+    /// The connection's, told when data waits for the client to take it (its send timeout).
+    activity: Arc<Activity>,
+    /// True from handing data to the HTTP layer until it asks for more.
+    handed_data: bool,
 }
 
 impl AccessBody {
+    /// A response body with something to send waits for the client from the start: an HTTP/2
+    /// client whose flow-control window is closed is never asked to take the first byte.
+    fn new(inner: Body, log: Option<RequestLog>, activity: Arc<Activity>) -> Self {
+        let handed_data = !inner.is_end_stream();
+        if handed_data {
+            activity.body_handed_data();
+        }
+        Self {
+            inner,
+            log,
+            activity,
+            handed_data,
+        }
+    }
+
     fn end(&mut self, outcome: Outcome) {
         if let Some(mut log) = self.log.take() {
             log.finish(outcome);
@@ -207,6 +235,9 @@ impl http_body::Body for AccessBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if std::mem::take(&mut this.handed_data) {
+            this.activity.body_taken();
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -216,6 +247,9 @@ impl http_body::Body for AccessBody {
                 // hyper stops polling a body that says it is complete.
                 if this.inner.is_end_stream() {
                     this.end(Outcome::Complete);
+                } else {
+                    this.handed_data = true;
+                    this.activity.body_handed_data();
                 }
             }
             Poll::Ready(Some(Err(_))) => this.end(Outcome::UpstreamAborted),
@@ -236,6 +270,9 @@ impl http_body::Body for AccessBody {
 
 impl Drop for AccessBody {
     fn drop(&mut self) {
+        if self.handed_data {
+            self.activity.body_taken();
+        }
         let complete = self.inner.is_end_stream() || self.log.as_ref().is_some_and(|l| !l.expects_body());
         self.end(if complete {
             Outcome::Complete

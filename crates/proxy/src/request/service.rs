@@ -96,6 +96,9 @@ async fn route_request(
             let (Some(req), Some((path_and_query, authority))) = (slot.take(), forward) else {
                 return Err(ProxyError::BadRequest("no request"));
             };
+            // One of the connection's origin slots, held until the response has been sent: a
+            // client cannot pin more origin connections than that however many streams it opens.
+            upstream.slot = ctx.upstream_slots.clone().acquire_owned().await.ok();
             let group = generation.upstreams[*i].clone();
             let trusted = generation
                 .config

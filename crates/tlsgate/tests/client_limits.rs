@@ -1,0 +1,262 @@
+//! Issue 16, item 3: what one client connection may hold. A real gateway process, real sockets,
+//! HTTP/2 spoken frame by frame where a well-behaved client library would not misbehave:
+//! PINGs do not keep an idle connection open, a header block left open (HEADERS and CONTINUATION
+//! without END_HEADERS) is closed at the header timeout, a client that takes none of its response is closed at the send timeout
+//! (HTTP/1.1 socket full; HTTP/2 flow-control window closed), and one connection's streams get
+//! at most `max_upstream_requests_per_connection` origin connections (nghttp against a slow
+//! origin that counts how many it holds at once).
+
+mod common;
+
+use common::{upstream, upstream_route};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tlsgate_testkit::{require, RawOrigin};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len();
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// SETTINGS with the given (id, value) pairs.
+fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
+    let payload: Vec<u8> = pairs
+        .iter()
+        .flat_map(|(id, v)| id.to_be_bytes().into_iter().chain(v.to_be_bytes()))
+        .collect();
+    frame(0x4, 0, 0, &payload)
+}
+
+/// A TLS connection to the gateway with ALPN `alpn`.
+async fn connect(f: &common::Fixture, alpn: &[u8]) -> tokio_boring::SslStream<tokio::net::TcpStream> {
+    let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+    b.set_ca_file(f.pki.ca_file()).unwrap();
+    b.set_alpn_protos(alpn).unwrap();
+    let config = b.build().configure().unwrap();
+    let tcp = tokio::net::TcpStream::connect(f.connect()).await.unwrap();
+    tokio_boring::connect(config, "localhost", tcp)
+        .await
+        .expect("handshake")
+}
+
+/// Writes `first`, then `each` every 200 ms, while reading; returns how long until the gateway
+/// closed the connection (None: still open after `limit`).
+fn close_time_while_sending(f: &common::Fixture, first: Vec<u8>, each: Vec<u8>, limit: Duration) -> Option<Duration> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tls = connect(f, b"\x02h2").await;
+        let (mut rd, mut wr) = tokio::io::split(tls);
+        let started = Instant::now();
+        let writer = async move {
+            wr.write_all(&first).await?;
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                wr.write_all(&each).await?;
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), std::io::Error>(())
+        };
+        let reader = async move {
+            let mut buf = vec![0u8; 65536];
+            while let Ok(n) = rd.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = reader => Some(started.elapsed()),
+            _ = writer => Some(started.elapsed()),
+            _ = tokio::time::sleep(limit) => None,
+        }
+    })
+}
+
+#[test]
+fn http2_pings_do_not_keep_an_idle_connection_open() {
+    let f = common::start_edited("", "", |t| {
+        t.replace("[server]\n", "[server]\nclient_idle_timeout = \"1s\"\n")
+    });
+    let mut first = PREFACE.to_vec();
+    first.extend(settings(&[]));
+    let ping = frame(0x6, 0, 0, b"12345678");
+    let closed = close_time_while_sending(&f, first, ping, Duration::from_secs(8));
+    let closed = closed.expect("a connection sending only PINGs was still open after 8 s (idle timeout 1 s)");
+    assert!(closed >= Duration::from_millis(900), "closed too early: {closed:?}");
+    assert_eq!(f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"idle\""]), 1.0);
+}
+
+#[test]
+fn an_http2_header_block_left_open_is_closed_at_the_header_timeout() {
+    let f = common::start_edited("", "", |t| {
+        t.replace(
+            "[server]\n",
+            "[server]\nclient_header_timeout = \"1s\"\nclient_idle_timeout = \"60s\"\n",
+        )
+    });
+    let mut first = PREFACE.to_vec();
+    first.extend(settings(&[]));
+    // HEADERS on stream 1 without END_HEADERS (:method GET), one CONTINUATION (:scheme http),
+    // then nothing: the block is never ended. (A steady trickle of CONTINUATION frames is cut by
+    // the h2 crate itself after a few frames; a block left open and silent is not, and nothing
+    // else may be sent on the connection meanwhile.)
+    first.extend(frame(0x1, 0x1, 1, &[0x82]));
+    first.extend(frame(0x9, 0, 1, &[0x86]));
+    let continuation = Vec::new();
+    let closed = close_time_while_sending(&f, first, continuation, Duration::from_secs(8));
+    let closed = closed.expect("a header block left open for 8 s was not closed (header timeout 1 s)");
+    assert!(closed >= Duration::from_millis(900), "closed too early: {closed:?}");
+    assert_eq!(
+        f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"header\""]),
+        1.0
+    );
+    // A well-behaved HTTP/2 client is served as before.
+    let ok = f.curl_host("localhost", &["--http2"], "/hello");
+    assert_eq!(ok.stdout, "Hello, world!", "{}", ok.all());
+}
+
+#[test]
+fn an_http11_client_that_reads_nothing_is_closed_at_the_send_timeout() {
+    let origin = RawOrigin::answering(vec![b'x'; 16 << 20]);
+    let routes = [upstream_route(None, "/big", "o"), upstream("o", &[origin.addr()], "")].concat();
+    let f = common::start_edited("", &routes, |t| {
+        t.replace("[server]\n", "[server]\nclient_send_timeout = \"1s\"\n")
+    });
+    let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+    b.set_ca_file(f.pki.ca_file()).unwrap();
+    let tcp = TcpStream::connect(f.connect()).unwrap();
+    let mut tls = b.build().connect("localhost", tcp).expect("handshake");
+    tls.write_all(b"GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    // Read nothing: the gateway's socket buffer fills and stays full.
+    let timed_out = common::wait_until(Duration::from_secs(8), || {
+        f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"send\""]) >= 1.0
+    });
+    assert!(
+        timed_out,
+        "a client reading nothing was not closed within 8 s (send timeout 1 s)"
+    );
+    // The connection is gone: reading drains what was buffered, then ends.
+    tls.get_ref().set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = tls.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    assert!(total < 16 << 20, "the whole body arrived: the connection was not cut");
+}
+
+#[test]
+fn an_http2_client_with_a_closed_window_is_closed_at_the_send_timeout() {
+    let origin = RawOrigin::answering(vec![b'x'; 100_000]);
+    let routes = [upstream_route(None, "/big", "o"), upstream("o", &[origin.addr()], "")].concat();
+    let f = common::start_edited("", &routes, |t| {
+        t.replace(
+            "[server]\n",
+            "[server]\nclient_send_timeout = \"1s\"\nclient_idle_timeout = \"60s\"\n",
+        )
+    });
+    // SETTINGS_INITIAL_WINDOW_SIZE = 0: the gateway may send no DATA; PINGs keep bytes moving.
+    let mut first = PREFACE.to_vec();
+    first.extend(settings(&[(0x4, 0)]));
+    // GET /big on stream 1: :method GET, :scheme https, :path /big (literal), :authority localhost.
+    let mut block = vec![0x82, 0x87, 0x04, 0x04];
+    block.extend_from_slice(b"/big");
+    block.extend_from_slice(&[0x01, 0x09]);
+    block.extend_from_slice(b"localhost");
+    first.extend(frame(0x1, 0x5, 1, &block));
+    let ping = frame(0x6, 0, 0, b"12345678");
+    let closed = close_time_while_sending(&f, first, ping, Duration::from_secs(8));
+    closed.expect("a client with a closed window was still connected after 8 s (send timeout 1 s)");
+    assert_eq!(f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"send\""]), 1.0);
+    assert_eq!(origin.requests().len(), 1, "the request reached the origin");
+}
+
+/// An origin that holds every request for `hold` before answering, counting connections open
+/// at once.
+struct SlowOrigin {
+    port: u16,
+    most: Arc<AtomicUsize>,
+    served: Arc<AtomicUsize>,
+}
+
+impl SlowOrigin {
+    fn start(hold: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, most, served) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (m, s) = (most.clone(), served.clone());
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().flatten() {
+                let (open, m, s) = (open.clone(), m.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                    m.fetch_max(now, Ordering::SeqCst);
+                    let mut tcp = tcp;
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tcp.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    std::thread::sleep(hold);
+                    let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+                    s.fetch_add(1, Ordering::SeqCst);
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self { port, most, served }
+    }
+}
+
+#[test]
+fn one_http2_connection_holds_at_most_its_share_of_origin_connections() {
+    require("nghttp");
+    let origin = SlowOrigin::start(Duration::from_millis(300));
+    let routes = [
+        upstream_route(None, "/slow", "o"),
+        upstream("o", &[format!("127.0.0.1:{}", origin.port)], ""),
+    ]
+    .concat();
+    let f = common::start_edited("", &routes, |t| {
+        t.replace("[server]\n", "[server]\nmax_upstream_requests_per_connection = 2\n")
+    });
+    let url = format!("https://127.0.0.1:{}/slow", f.https);
+    // Eight concurrent streams on one connection.
+    let out = tlsgate_testkit::run(
+        "nghttp",
+        &["-n", "-s", "-m", "8", &url],
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    assert_eq!(origin.served.load(Ordering::SeqCst), 8, "{}", out.all());
+    let most = origin.most.load(Ordering::SeqCst);
+    assert!(
+        most <= 2,
+        "one client connection held {most} origin connections at once (limit 2)"
+    );
+    assert_eq!(most, 2, "the two slots were used in parallel");
+}
