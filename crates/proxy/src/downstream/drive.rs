@@ -6,7 +6,7 @@ use crate::downstream::io::Activity;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A hyper connection that can be asked to finish gracefully.
 pub trait Graceful: Future {
@@ -53,28 +53,64 @@ pub struct Timeouts {
     pub send: Duration,
 }
 
-impl Timeouts {
-    /// The first timeout that has run out, with its metric label, or how long until one could.
-    fn check(&self, activity: &Activity) -> Result<Duration, &'static str> {
-        // A condition that is not present now can start at once and then run its whole length.
-        let mut next = self.send.min(self.idle);
-        let mut run = |elapsed: Option<Duration>, limit: Duration, reason: &'static str| match elapsed {
-            Some(e) if e >= limit => Err(reason),
-            Some(e) => {
-                next = next.min(limit - e);
-                Ok(())
-            }
-            None => {
-                next = next.min(limit);
-                Ok(())
-            }
-        };
-        run(activity.client_stalled_for(), self.send, "send")?;
-        if let Some(header) = self.header {
-            run(activity.header_open_for(), header, "header")?;
+/// What the watchdog noted of the per-request counters: since when it has seen the connection
+/// with no request in flight and none finishing, and since when with bodies waiting and none
+/// taken. The request path only bumps counters; the clock is read here, at each check.
+#[derive(Debug, Default)]
+struct Seen {
+    idle: Option<(u64, Instant)>,
+    stall: Option<(u64, Instant)>,
+}
+
+impl Seen {
+    /// How long `state` has held unchanged (`key` the counter that would show a change), or
+    /// `None` when it does not hold; notes it first seen `now` otherwise.
+    fn held(slot: &mut Option<(u64, Instant)>, holds: bool, key: u64, now: Instant) -> Option<Duration> {
+        if !holds {
+            *slot = None;
+            return None;
         }
-        run(activity.no_request_for(), self.idle, "idle")?;
-        Ok(next)
+        match *slot {
+            Some((k, since)) if k == key => Some(now - since),
+            _ => {
+                *slot = Some((key, now));
+                Some(Duration::ZERO)
+            }
+        }
+    }
+}
+
+impl Timeouts {
+    /// The first timeout that has run out, with its metric label, or how long to wait before
+    /// looking again. A state this check sees for the first time began at most one wait
+    /// earlier, so the waits bound the error: a timeout whose state does not hold now is looked
+    /// at again within an eighth of its length (a quarter for the header timeout, whose start is
+    /// stamped exactly), and the idle timeout, whose end of requests is only seen through a
+    /// counter, always within an eighth. Each timeout so fires within 12.5 % (25 %) of its
+    /// length; a connection's watchdog wakes about every `client_idle_timeout / 8`.
+    fn check(&self, activity: &Activity, seen: &mut Seen, now: Instant) -> Result<Duration, &'static str> {
+        let p = activity.progress();
+        let mut next = self.idle / 8;
+        let mut run = |elapsed: Option<Duration>, limit: Duration, unheld: u32, reason: &'static str| {
+            match elapsed {
+                Some(e) if e >= limit => return Err(reason),
+                Some(e) => next = next.min(limit - e),
+                None => next = next.min(limit / unheld),
+            }
+            Ok(())
+        };
+        let body_stall = Seen::held(&mut seen.stall, p.bodies_waiting > 0, p.bodies_taken, now);
+        let stalled = match (activity.write_blocked_for(), body_stall) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        run(stalled, self.send, 8, "send")?;
+        if let Some(header) = self.header {
+            run(activity.header_open_for(), header, 4, "header")?;
+        }
+        let idle = Seen::held(&mut seen.idle, p.in_flight == 0, p.finished, now);
+        run(idle, self.idle, 8, "idle")?;
+        Ok(next.max(Duration::from_millis(10)))
     }
 }
 
@@ -99,8 +135,9 @@ where
     }
     // One timer per connection, re-armed only when it fires.
     let watchdog = async {
+        let mut seen = Seen::default();
         loop {
-            match timeouts.check(&activity) {
+            match timeouts.check(&activity, &mut seen, Instant::now()) {
                 Ok(wait) => tokio::time::sleep(wait).await,
                 Err(reason) => return reason,
             }

@@ -12,47 +12,51 @@ use bytes::{Buf, BytesMut};
 use pin_project_lite::pin_project;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// What one client connection's watchdog reads (`downstream::drive`), written by the stream
-/// below TLS, the HTTP/2 frame watch above it, and each request. Times are milliseconds since the
-/// connection was accepted; all plain atomics, touched once per read, write or request.
+/// below TLS, the HTTP/2 frame watch above it, and each request. The per-request marks are plain
+/// counters (no clock read on the request path); the watchdog notes when it first saw a state and
+/// measures from there. Rare events (a write finding the socket full, a header block left open)
+/// carry their own time, in milliseconds since the connection was accepted.
 #[derive(Debug)]
 pub struct Activity {
     epoch: Instant,
     /// Whether any byte has arrived (the handshake's silent timeout).
-    heard: std::sync::atomic::AtomicBool,
+    heard: AtomicBool,
     /// Since when a write has found the client's socket full and nothing moved (`NONE`: not now).
     write_blocked_ms: AtomicU64,
-    /// Requests being served.
-    in_flight: AtomicUsize,
-    /// When a request last started or ended (the accept time before the first).
-    last_request_ms: AtomicU64,
     /// Since when an HTTP/2 header block is open (HEADERS without END_HEADERS; `NONE`: none).
     header_open_ms: AtomicU64,
+    /// Requests being served.
+    in_flight: AtomicUsize,
+    /// Requests finished (the watchdog sees progress by its change).
+    finished: AtomicU64,
     /// Response bodies that handed data to the HTTP layer and have not been asked for more
     /// (the client has not taken what they gave: flow-control window or socket full).
     bodies_waiting: AtomicUsize,
-    /// Since when bodies have been waiting with no waiting body asked for more (`NONE`: none).
-    body_wait_ms: AtomicU64,
+    /// Times a waiting body was asked for more (progress while some wait).
+    bodies_taken: AtomicU64,
 }
 
 /// No such moment.
 const NONE: u64 = u64::MAX;
 
-/// Decrements the connection's requests in flight when dropped ([`Activity::request_started`]).
-#[derive(Debug)]
-pub struct RequestInFlight(Arc<Activity>);
-
-impl Drop for RequestInFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.0.last_request_ms.store(self.0.now_ms(), Ordering::Relaxed);
-    }
+/// A snapshot of the per-request counters, for the watchdog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Requests in flight.
+    pub in_flight: usize,
+    /// Requests finished so far.
+    pub finished: u64,
+    /// Bodies waiting for the client.
+    pub bodies_waiting: usize,
+    /// Waiting bodies asked for more so far.
+    pub bodies_taken: u64,
 }
 
 impl Activity {
@@ -60,13 +64,13 @@ impl Activity {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
-            heard: std::sync::atomic::AtomicBool::new(false),
+            heard: AtomicBool::new(false),
             write_blocked_ms: AtomicU64::new(NONE),
-            in_flight: AtomicUsize::new(0),
-            last_request_ms: AtomicU64::new(0),
             header_open_ms: AtomicU64::new(NONE),
+            in_flight: AtomicUsize::new(0),
+            finished: AtomicU64::new(0),
             bodies_waiting: AtomicUsize::new(0),
-            body_wait_ms: AtomicU64::new(NONE),
+            bodies_taken: AtomicU64::new(0),
         })
     }
 
@@ -79,27 +83,45 @@ impl Activity {
         !self.heard.load(Ordering::Relaxed)
     }
 
-    /// A request started; it counts as in flight until the returned guard is dropped.
-    pub fn request_started(self: &Arc<Self>) -> RequestInFlight {
+    /// A request started; pair with [`Activity::request_finished`].
+    pub fn request_started(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.last_request_ms.store(self.now_ms(), Ordering::Relaxed);
-        RequestInFlight(self.clone())
     }
 
-    /// How long the connection has had no request in flight (`None` while one is).
-    pub fn no_request_for(&self) -> Option<std::time::Duration> {
-        if self.in_flight.load(Ordering::Relaxed) > 0 {
-            return None;
+    /// A request finished (its response sent, or given up).
+    pub fn request_finished(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A response body handed data to the HTTP layer: it now waits until it is asked for more.
+    pub fn body_handed_data(&self) {
+        self.bodies_waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A body that had handed data is asked for more (or dropped): the client took something.
+    pub fn body_taken(&self) {
+        self.bodies_waiting.fetch_sub(1, Ordering::Relaxed);
+        self.bodies_taken.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The per-request counters now.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            finished: self.finished.load(Ordering::Relaxed),
+            bodies_waiting: self.bodies_waiting.load(Ordering::Relaxed),
+            bodies_taken: self.bodies_taken.load(Ordering::Relaxed),
         }
-        let last = self.last_request_ms.load(Ordering::Relaxed);
-        Some(std::time::Duration::from_millis(self.now_ms().saturating_sub(last)))
     }
 
     /// An HTTP/2 header block opened (`true`) or was completed (`false`).
     pub fn header_block(&self, open: bool) {
-        let value = if open { self.now_ms() } else { NONE };
-        if !open || self.header_open_ms.load(Ordering::Relaxed) == NONE {
-            self.header_open_ms.store(value, Ordering::Relaxed);
+        let now_open = self.header_open_ms.load(Ordering::Relaxed) != NONE;
+        if open && !now_open {
+            self.header_open_ms.store(self.now_ms(), Ordering::Relaxed);
+        } else if !open && now_open {
+            self.header_open_ms.store(NONE, Ordering::Relaxed);
         }
     }
 
@@ -108,27 +130,9 @@ impl Activity {
         self.since(&self.header_open_ms)
     }
 
-    /// How long the client has taken nothing: the longer of a socket write finding its buffer
-    /// full with nothing moving, and response bodies waiting with none asked for more.
-    pub fn client_stalled_for(&self) -> Option<std::time::Duration> {
-        match (self.since(&self.write_blocked_ms), self.since(&self.body_wait_ms)) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// A response body handed data to the HTTP layer: it now waits until it is asked for more.
-    pub fn body_handed_data(&self) {
-        if self.bodies_waiting.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.body_wait_ms.store(self.now_ms(), Ordering::Relaxed);
-        }
-    }
-
-    /// A body that had handed data is asked for more (or dropped): the client took something.
-    pub fn body_taken(&self) {
-        let before = self.bodies_waiting.fetch_sub(1, Ordering::Relaxed);
-        let since = if before > 1 { self.now_ms() } else { NONE };
-        self.body_wait_ms.store(since, Ordering::Relaxed);
+    /// How long writes have been finding the client's socket full with nothing moving, if now.
+    pub fn write_blocked_for(&self) -> Option<std::time::Duration> {
+        self.since(&self.write_blocked_ms)
     }
 
     fn since(&self, at: &AtomicU64) -> Option<std::time::Duration> {

@@ -16,7 +16,6 @@
 
 use crate::body::{Body, BoxError};
 use crate::context::ConnContext;
-use crate::downstream::io::{Activity, RequestInFlight};
 use crate::error::ProxyError;
 pub use crate::facts::{millis, TlsFacts, UpstreamFacts};
 use bytes::Bytes;
@@ -77,13 +76,13 @@ pub struct RequestLog {
     upstream: UpstreamFacts,
     bytes_out: u64,
     done: bool,
-    /// Counts the request in its connection's requests in flight until it is finished.
-    in_flight: Option<RequestInFlight>,
 }
 
 impl RequestLog {
     /// Starts the record of `req` (call first thing: its time is the request's start).
     pub fn new<B>(ctx: &Arc<ConnContext>, req: &Request<B>) -> Self {
+        // In flight until finished: the connection's idle timeout does not run meanwhile.
+        ctx.activity.request_started();
         Self {
             ctx: ctx.clone(),
             started: Instant::now(),
@@ -95,7 +94,6 @@ impl RequestLog {
             upstream: UpstreamFacts::default(),
             bytes_out: 0,
             done: false,
-            in_flight: Some(ctx.activity.request_started()),
         }
     }
 
@@ -110,12 +108,10 @@ impl RequestLog {
         self.status = Some(response.status());
         if response.extensions().get::<ProxyError>() == Some(&ProxyError::ClientAbandoned) {
             self.finish(Outcome::ClientAbandoned);
-            let activity = self.ctx.activity.clone();
-            return response.map(|inner| AccessBody::new(inner, None, activity));
+            return response.map(|inner| AccessBody::new(inner, None));
         }
-        let activity = self.ctx.activity.clone();
         let (parts, inner) = response.into_parts();
-        Response::from_parts(parts, AccessBody::new(inner, Some(self), activity))
+        Response::from_parts(parts, AccessBody::new(inner, Some(self)))
     }
 
     /// Whether the client expects body bytes after the header (hyper sends none and drops the
@@ -130,7 +126,7 @@ impl RequestLog {
             return;
         }
         // The request no longer counts as in flight, and its origin slot is given back.
-        self.in_flight = None;
+        self.ctx.activity.request_finished();
         self.upstream.slot = None;
         let ctx = &*self.ctx;
         let status = self.status.map_or(CLIENT_CLOSED_REQUEST, |s| s.as_u16());
@@ -200,25 +196,35 @@ impl Drop for RequestLog {
 pub struct AccessBody {
     inner: Body,
     log: Option<RequestLog>,
-    /// The connection's, told when data waits for the client to take it (its send timeout).
-    activity: Arc<Activity>,
-    /// True from handing data to the HTTP layer until it asks for more.
+    /// True from handing data to the HTTP layer until it asks for more (then the log is there,
+    /// and through it the connection's activity, which the send timeout reads).
     handed_data: bool,
 }
 
 impl AccessBody {
     /// A response body with something to send waits for the client from the start: an HTTP/2
     /// client whose flow-control window is closed is never asked to take the first byte.
-    fn new(inner: Body, log: Option<RequestLog>, activity: Arc<Activity>) -> Self {
-        let handed_data = !inner.is_end_stream();
-        if handed_data {
-            activity.body_handed_data();
-        }
+    fn new(inner: Body, log: Option<RequestLog>) -> Self {
+        let handed_data = match &log {
+            Some(log) if !inner.is_end_stream() => {
+                log.ctx.activity.body_handed_data();
+                true
+            }
+            _ => false,
+        };
         Self {
             inner,
             log,
-            activity,
             handed_data,
+        }
+    }
+
+    /// The body was asked for more, or dropped: what it handed over was taken.
+    fn taken(&mut self) {
+        if std::mem::take(&mut self.handed_data) {
+            if let Some(log) = &self.log {
+                log.ctx.activity.body_taken();
+            }
         }
     }
 
@@ -235,9 +241,7 @@ impl http_body::Body for AccessBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.handed_data) {
-            this.activity.body_taken();
-        }
+        this.taken();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -247,9 +251,9 @@ impl http_body::Body for AccessBody {
                 // hyper stops polling a body that says it is complete.
                 if this.inner.is_end_stream() {
                     this.end(Outcome::Complete);
-                } else {
+                } else if let Some(log) = &this.log {
                     this.handed_data = true;
-                    this.activity.body_handed_data();
+                    log.ctx.activity.body_handed_data();
                 }
             }
             Poll::Ready(Some(Err(_))) => this.end(Outcome::UpstreamAborted),
@@ -270,9 +274,7 @@ impl http_body::Body for AccessBody {
 
 impl Drop for AccessBody {
     fn drop(&mut self) {
-        if self.handed_data {
-            self.activity.body_taken();
-        }
+        self.taken();
         let complete = self.inner.is_end_stream() || self.log.as_ref().is_some_and(|l| !l.expects_body());
         self.end(if complete {
             Outcome::Complete
