@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::{ClusterConfig, StoreKind};
+use tlsgate_error::Classify as _;
 use tlsgate_timer::{Breaker, Recovery};
 use tlsgate_tls::early_data::{Claim, ClaimFuture, ReplayGuard};
 use tlsgate_tls::secret::ClusterSecret;
@@ -315,7 +316,8 @@ async fn write_sessions(
 
 /// While the breaker is open, pings the store every `retry`; closes the breaker when it answers.
 async fn probe(backend: Arc<dyn Backend>, breaker: Arc<Breaker>, retry: Duration, timeout: Duration) {
-    let mut last_error = String::new();
+    // The kind of the last failure logged: the same failure again is not logged again.
+    let mut last_error: Option<&'static str> = None;
     // The breaker starts open, before any connection exists: nothing to reset then.
     let mut was_open = true;
     loop {
@@ -332,13 +334,12 @@ async fn probe(backend: Arc<dyn Backend>, breaker: Arc<Breaker>, retry: Duration
                     if breaker.close() {
                         tracing::info!(store = backend.kind(), "session store answers; circuit breaker closed");
                     }
-                    last_error.clear();
+                    last_error = None;
                 }
                 Ok(Err(e)) => {
-                    let e = e.to_string();
-                    if e != last_error {
-                        tracing::warn!(store = backend.kind(), error = %e, "session store unreachable; retrying every {retry:?}");
-                        last_error = e;
+                    if last_error != Some(e.kind()) {
+                        tracing::warn!(store = backend.kind(), error = %e, kind = e.kind(), "session store unreachable; retrying every {retry:?}");
+                        last_error = Some(e.kind());
                     }
                 }
                 Err(_) => tracing::debug!(store = backend.kind(), "session store probe timed out"),
