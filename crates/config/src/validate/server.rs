@@ -30,6 +30,14 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
     if s.max_request_header_bytes < 1024 {
         issues.push(Issue::error("server.max_request_header_bytes", "must be at least 1024"));
     }
+    for (i, entry) in config.admin.allowed_hosts.iter().enumerate() {
+        if let Some(why) = bad_allowed_host(entry) {
+            issues.push(Issue::error(
+                format!("admin.allowed_hosts[{i}]"),
+                format!("{entry:?}: {why}"),
+            ));
+        }
+    }
     if let Some(addr) = config.admin.listen {
         if !addr.ip().is_loopback() && !config.admin.allow_non_loopback {
             issues.push(Issue::error(
@@ -37,6 +45,19 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
                 format!("{addr} is not a loopback address; the admin listener has no authentication, set admin.allow_non_loopback = true to bind it anyway"),
             ));
         }
+    }
+}
+
+/// Why an `[admin] allowed_hosts` entry can never match a request's `Host`, if it cannot: the
+/// admin guard reads it as a request authority (`split_authority`) of a DNS name, an IP or `_`.
+fn bad_allowed_host(entry: &str) -> Option<String> {
+    match crate::address::split_authority(entry) {
+        Err(e) => Some(format!("{e}; write a host name or IP, with :port or without")),
+        Ok((_, Some(0))) => Some("port 0 never matches".into()),
+        Ok((host, _)) if !host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b)) => {
+            Some("a host name has letters, digits, '-', '.' and '_' only (no wildcards)".into())
+        }
+        Ok(_) => None,
     }
 }
 
@@ -142,6 +163,23 @@ mod tests {
             "listener[0].tcp_fastopen",
         ] {
             assert!(errs.iter().any(|e| e.contains(field)), "{field}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn allowed_hosts_that_can_never_match_are_refused_by_check() {
+        let mut c = parse(MINIMAL);
+        c.admin.allowed_hosts = ["gw1.internal", "gw2:9090", "[::1]", "*.example", "x:0", "http://x", ""]
+            .map(String::from)
+            .to_vec();
+        let errs = errors(&c);
+        for bad in [3, 4, 5, 6] {
+            let field = format!("admin.allowed_hosts[{bad}]");
+            assert!(errs.iter().any(|e| e.contains(&field)), "{field}: {errs:?}");
+        }
+        for good in [0, 1, 2] {
+            let field = format!("admin.allowed_hosts[{good}]");
+            assert!(!errs.iter().any(|e| e.contains(&field)), "{field}: {errs:?}");
         }
     }
 

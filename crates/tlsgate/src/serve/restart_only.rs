@@ -42,6 +42,12 @@ pub fn not_applied(running: &Config, new: &Config) -> Vec<String> {
             show(running.admin.listen)
         ));
     }
+    if running.admin.allowed_hosts != new.admin.allowed_hosts {
+        changes.push(format!(
+            "admin.allowed_hosts {:?} -> {:?} (the admin listener keeps the names it started with)",
+            running.admin.allowed_hosts, new.admin.allowed_hosts
+        ));
+    }
     if running.server.workers != new.server.workers {
         changes.push(format!(
             "server.workers {} -> {} (the worker threads are kept)",
@@ -109,7 +115,8 @@ mod tests {
     #[test]
     fn each_restart_only_change_is_named() {
         let running = config("");
-        let mut new = config("[server]\nworkers = 7\n[admin]\nlisten = \"127.0.0.1:9999\"\n");
+        let mut new =
+            config("[server]\nworkers = 7\n[admin]\nlisten = \"127.0.0.1:9999\"\nallowed_hosts = [\"gw1.internal\"]\n");
         new.listeners[0].listen = "127.0.0.1:9443".parse().unwrap();
         new.listeners[1].redirect_status = 308;
         let changes = not_applied(&running, &new);
@@ -120,6 +127,7 @@ mod tests {
                 "[[listener]] 127.0.0.1:8080 changed redirect_status (the running socket keeps the old settings)",
                 "[[listener]] 127.0.0.1:9443 added (not listening)",
                 "admin.listen 127.0.0.1:9090 -> 127.0.0.1:9999 (the admin listener stays on 127.0.0.1:9090)",
+                "admin.allowed_hosts [] -> [\"gw1.internal\"] (the admin listener keeps the names it started with)",
                 "server.workers 0 -> 7 (the worker threads are kept)",
             ],
             "{changes:#?}"
