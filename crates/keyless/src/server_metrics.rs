@@ -128,31 +128,35 @@ impl Default for ServerMetrics {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `listener` forever.
+/// Serves `GET /metrics` and `GET /healthz` on `listener`, behind the same guard as the
+/// gateway's admin listener (`tlsgate_admin::guard`): `Host` must name the listener (its address,
+/// or a loopback name with its port), cross-site requests are refused, at most 256 connections,
+/// 10 s to send a request head. A DNS-rebinding page therefore reads nothing.
 pub async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<ServerMetrics>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (status, body) = match req.uri().path() {
+    use tlsgate_admin::guard::{serve_http1, Guard, Limits};
+    let guard = match listener.local_addr().map(|addr| Guard::new(addr, &[])) {
+        Ok(Ok(guard)) => Arc::new(guard),
+        Ok(Err(e)) => return tracing::error!(error = %e, "key server admin listener not served"),
+        Err(e) => return tracing::error!(error = %e, "key server admin listener not served"),
+    };
+    serve_http1(listener, Limits::default(), "keyserver admin", move |_peer| {
+        let (metrics, guard) = (metrics.clone(), guard.clone());
+        hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let (status, body) = match guard.check(req.method(), req.uri(), req.headers()) {
+                Err(refusal) => (refusal.status().as_u16(), format!("{refusal}\n")),
+                Ok(()) => match req.uri().path() {
                     "/metrics" => (200, metrics.encode()),
                     "/healthz" => (200, "ok\n".to_string()),
                     _ => (404, "not found\n".to_string()),
-                };
-                let resp = hyper::Response::builder()
-                    .status(status)
-                    .header("content-type", "text/plain; charset=utf-8")
-                    .body(Full::new(Bytes::from(body)));
-                std::future::ready(resp)
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
-        });
-    }
+                },
+            };
+            let resp = hyper::Response::builder()
+                .status(status)
+                .header("content-type", "text/plain; charset=utf-8")
+                .body(Full::new(Bytes::from(body)))
+                .expect("static response parts are valid");
+            std::future::ready(Ok::<_, std::convert::Infallible>(resp))
+        })
+    })
+    .await;
 }

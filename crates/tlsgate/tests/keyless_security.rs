@@ -537,3 +537,33 @@ fn a_client_that_never_reads_cannot_grow_the_key_server_and_others_are_served() 
     drop(flood);
     assert_eq!(call(&mut good, 3, &Request::Ping(vec![])), Some(Response::Pong(vec![])));
 }
+
+/// One plain HTTP/1.1 request to the key server's admin listener; the whole answer.
+fn admin_get(port: u16, host: &str, extra: &str) -> String {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        tcp,
+        "GET /metrics HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = tcp.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn the_key_server_admin_listener_refuses_foreign_hosts_and_cross_site_requests() {
+    let setup = KeylessSetup::new();
+    let ks = start_keyserver(&setup.pki, &setup.files, free_port(), &[&setup.keys], "");
+    let own = admin_get(ks.admin, &format!("127.0.0.1:{}", ks.admin), "");
+    assert!(own.starts_with("HTTP/1.1 200"), "{own}");
+    assert!(own.contains("tlsgate_keyserver_"), "{own}");
+    // DNS rebinding: a foreign name for the same address.
+    let rebound = admin_get(ks.admin, &format!("evil.example:{}", ks.admin), "");
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+    assert!(!rebound.contains("tlsgate_keyserver_"), "{rebound}");
+    // A page of another site making the browser ask.
+    let cross = admin_get(ks.admin, "localhost", "Sec-Fetch-Site: cross-site\r\n");
+    assert!(cross.starts_with("HTTP/1.1 403"), "{cross}");
+}
