@@ -176,7 +176,7 @@ pub enum AddressError {
 }
 
 /// An operator's address in a configuration file; a caller that reads an address from an API
-/// request wraps the error as [`Side::Downstream`] (e.g. with [`tlsgate_error::Error::downstream`]).
+/// request wraps the error as [`Side::Downstream`] (e.g. with [`tlsgate_error::Error::wrap`] or its own error type).
 impl Classify for AddressError {
     fn side(&self) -> Side {
         Side::Config

@@ -66,7 +66,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 ///
 /// ```
 /// use tlsgate_error::{Classify, Error, Side};
-/// let e = Error::config("reading /etc/tlsgate.toml")
+/// let e = Error::new(Side::Config, "config_read", "reading /etc/tlsgate.toml")
 ///     .with_source(std::io::Error::from(std::io::ErrorKind::NotFound));
 /// assert_eq!(e.side(), Side::Config);
 /// assert!(e.to_string().starts_with("reading /etc/tlsgate.toml: "));
@@ -90,32 +90,6 @@ impl Error {
             context: context.into(),
             source: None,
         }
-    }
-
-    /// Bad input from a client or caller.
-    pub fn downstream(context: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(Side::Downstream, "downstream", context)
-    }
-
-    /// A failure of something the gateway depends on.
-    pub fn upstream(context: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(Side::Upstream, "upstream", context)
-    }
-
-    /// A failure inside the gateway.
-    pub fn internal(context: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(Side::Internal, "internal", context)
-    }
-
-    /// A configuration or file problem the operator must fix.
-    pub fn config(context: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(Side::Config, "config", context)
-    }
-
-    /// Replaces the kind label.
-    pub fn with_kind(mut self, kind: &'static str) -> Self {
-        self.kind = kind;
-        self
     }
 
     /// Attaches the error that caused this one.
@@ -175,18 +149,6 @@ impl Classify for Error {
     }
 }
 
-/// Adds context to a `Result`'s error, keeping its classification.
-pub trait Context<T> {
-    /// Wraps the error under `context` (evaluated only on error).
-    fn context_with<C: Into<Cow<'static, str>>>(self, context: impl FnOnce() -> C) -> Result<T, Error>;
-}
-
-impl<T, E: Classify + Send + Sync + 'static> Context<T> for Result<T, E> {
-    fn context_with<C: Into<Cow<'static, str>>>(self, context: impl FnOnce() -> C) -> Result<T, Error> {
-        self.map_err(|e| Error::wrap(context(), e))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,8 +156,7 @@ mod tests {
     #[test]
     fn display_chains_the_source_and_keeps_the_class() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let e = Error::upstream("connecting to redis 127.0.0.1:6379")
-            .with_kind("store_connect")
+        let e = Error::new(Side::Upstream, "store_connect", "connecting to redis 127.0.0.1:6379")
             .with_source(io)
             .retryable();
         assert_eq!(e.to_string(), "connecting to redis 127.0.0.1:6379: refused");
@@ -207,9 +168,8 @@ mod tests {
 
     #[test]
     fn wrapping_keeps_side_kind_and_retry() {
-        let inner = Error::downstream("bad frame").with_kind("bad_frame");
-        let outer: Result<(), Error> = Err(inner).context_with(|| "reading request 7");
-        let outer = outer.unwrap_err();
+        let inner = Error::new(Side::Downstream, "bad_frame", "bad frame");
+        let outer = Error::wrap("reading request 7", inner);
         assert_eq!(outer.side(), Side::Downstream);
         assert_eq!(outer.kind(), "bad_frame");
         assert!(!outer.retry_safe());

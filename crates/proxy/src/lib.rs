@@ -31,6 +31,4 @@ pub mod gateway;
 pub mod request;
 pub mod upstream;
 
-pub use downstream::{listener, stapling};
 pub use gateway::{Gateway, Generation};
-pub use request::access_log;

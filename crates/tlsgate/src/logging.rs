@@ -17,7 +17,7 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
 fn is_access(meta: &Metadata<'_>) -> bool {
-    meta.target() == tlsgate_proxy::access_log::TARGET
+    meta.target() == tlsgate_proxy::request::access_log::TARGET
 }
 
 fn fmt_layer<W>(format: LogFormat, writer: W, ansi: bool) -> BoxedLayer

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use tlsgate_admin::{AdminHooks, Metrics, ReloadError, ReloadReport};
 use tlsgate_config::{Config, ListenerConfig};
 use tlsgate_error::Classify;
-use tlsgate_proxy::{listener, Gateway};
+use tlsgate_proxy::downstream::listener;
+use tlsgate_proxy::Gateway;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args, Debug)]
@@ -275,7 +276,7 @@ impl AdminHooks for Hooks {
         );
         m.set_gauge("cert_compression_bytes_saved_total", cc.bytes_saved.load(Relaxed));
         m.set_gauge("cert_compressions_computed_total", cc.computed.load(Relaxed));
-        tlsgate_proxy::stapling::export_metrics(gw);
+        tlsgate_proxy::downstream::stapling::export_metrics(gw);
         control_plane::export_metrics(m);
         tlsgate_proxy::upstream::export_in_flight(gw);
         m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
@@ -325,7 +326,7 @@ async fn control_loop(
         }
     }
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
-    tokio::spawn(tlsgate_proxy::stapling::run(gateway.clone()));
+    tokio::spawn(tlsgate_proxy::downstream::stapling::run(gateway.clone()));
     let (mut hup, mut term, mut int, mut usr1) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),

@@ -263,18 +263,23 @@ impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
     }
 }
 
+/// Counts a write's bytes, and tells the activity whether the client's socket took them.
+fn account_write(res: &Poll<io::Result<usize>>, written: &mut u64, activity: &Activity) {
+    match res {
+        Poll::Ready(Ok(n)) => {
+            *written += *n as u64;
+            activity.wrote();
+        }
+        Poll::Pending => activity.write_blocked(),
+        Poll::Ready(Err(_)) => {}
+    }
+}
+
 impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.project();
         let res = this.inner.poll_write(cx, buf);
-        match &res {
-            Poll::Ready(Ok(n)) => {
-                *this.written += *n as u64;
-                this.activity.wrote();
-            }
-            Poll::Pending => this.activity.write_blocked(),
-            Poll::Ready(Err(_)) => {}
-        }
+        account_write(&res, this.written, this.activity);
         res
     }
 
@@ -285,14 +290,7 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
         let res = this.inner.poll_write_vectored(cx, bufs);
-        match &res {
-            Poll::Ready(Ok(n)) => {
-                *this.written += *n as u64;
-                this.activity.wrote();
-            }
-            Poll::Pending => this.activity.write_blocked(),
-            Poll::Ready(Err(_)) => {}
-        }
+        account_write(&res, this.written, this.activity);
         res
     }
 
