@@ -69,6 +69,7 @@ impl Client {
             retries: config.retries,
             failure_threshold: config.failure_threshold.max(1),
             breaker_cooldown: config.breaker_cooldown.get(),
+            events: tokio::sync::watch::channel(0).0,
         });
         let client = Arc::new(Self {
             name: name.to_string(),
@@ -142,6 +143,39 @@ impl Client {
             .or_else(|| best(&live, |_| true))
     }
 
+    /// [`Client::pick`], except that when no server has a live connection yet but some server
+    /// is still on its first connection attempt (the gateway just started, or the member was
+    /// just added), it waits for that attempt, at most `connect_timeout`, instead of failing
+    /// the handshake. A pool whose servers all failed fails at once.
+    async fn pick_or_wait(&self, tried: &[Arc<ServerState>]) -> Option<Choice> {
+        if let Some(choice) = self.pick(tried) {
+            return Some(choice);
+        }
+        let mut events = self.settings.events.subscribe();
+        let wait = async {
+            loop {
+                events.borrow_and_update();
+                if let Some(choice) = self.pick(tried) {
+                    return Some(choice);
+                }
+                if !self.servers.read().iter().any(|s| s.starting()) {
+                    return None;
+                }
+                if events.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        let choice = tlsgate_timer::timeout(self.settings.conn.connect_timeout, wait)
+            .await
+            .ok()
+            .flatten();
+        if choice.is_some() {
+            metrics().startup_waits.inc();
+        }
+        choice
+    }
+
     /// Signs on some key server, retrying elsewhere on failure, timeout or overload (a
     /// signature is idempotent); a refusal ([`SignError::Refused`]) is final.
     pub async fn sign(self: Arc<Self>, key_id: KeyId, algorithm: u16, payload: Vec<u8>) -> Result<Vec<u8>, SignError> {
@@ -157,7 +191,12 @@ impl Client {
         let mut tried: Vec<Arc<ServerState>> = Vec::new();
         let mut last = SignError::NoServer;
         for attempt in 0..attempts {
-            let Some((server, conn)) = self.pick(&tried) else { break };
+            let picked = if attempt == 0 {
+                self.pick_or_wait(&tried).await
+            } else {
+                self.pick(&tried)
+            };
+            let Some((server, conn)) = picked else { break };
             if attempt > 0 {
                 m.retries.inc();
             }

@@ -67,6 +67,9 @@ pub struct ClientMetrics {
     pub retries: Counter,
     /// Signatures that failed on every attempt (their handshakes failed).
     pub failures: Counter,
+    /// Signatures that found no live connection and waited for a starting key server's first
+    /// connection (a gateway just started, or a member just added) instead of failing.
+    pub startup_waits: Counter,
     /// How many live server states use each label set: a server removed from its pool and added
     /// back before the removed one's grace period ends has two, and its series must survive the
     /// first one's departure.
@@ -87,6 +90,7 @@ impl ClientMetrics {
             sign_duration: Histogram::new(exponential_buckets(0.000_02, 2.0, 18)),
             retries: Counter::default(),
             failures: Counter::default(),
+            startup_waits: Counter::default(),
             live: parking_lot::Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -200,6 +204,11 @@ pub fn register(registry: &mut Registry) {
         "failures",
         "Signatures that failed on every attempt (handshake aborted)",
         m.failures.clone(),
+    );
+    r.register(
+        "startup_waits",
+        "Signatures that waited for a starting key server's first connection",
+        m.startup_waits.clone(),
     );
 }
 

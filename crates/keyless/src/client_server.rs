@@ -30,6 +30,16 @@ pub struct Settings {
     pub failure_threshold: u32,
     /// How long an open circuit skips its server before it is tried again.
     pub breaker_cooldown: Duration,
+    /// Bumped whenever a connection comes up or a server's first connection attempt ends:
+    /// what a signature waiting for a starting pool watches ([`ServerState::starting`]).
+    pub(crate) events: watch::Sender<u64>,
+}
+
+impl Settings {
+    /// Wakes signatures waiting for the pool to come up.
+    fn announce(&self) {
+        self.events.send_modify(|n| *n = n.wrapping_add(1));
+    }
 }
 
 /// One key server of a pool.
@@ -47,6 +57,9 @@ pub struct ServerState {
     pub(crate) weight: AtomicU32,
     pub(crate) drain: AtomicBool,
     stop: watch::Sender<bool>,
+    /// Its first connection attempt has ended (up or failed); until then a signature with no
+    /// live connection anywhere waits for it instead of failing at once.
+    settled: AtomicBool,
     /// This server's series of the per-attempt metrics, looked up once (no label hashing and
     /// no label-string copies per signature).
     pub(crate) hot: HotMetrics,
@@ -99,6 +112,7 @@ impl ServerState {
             weight: AtomicU32::new(member.weight),
             drain: AtomicBool::new(member.drain),
             stop,
+            settled: AtomicBool::new(false),
             hot,
             settings,
         });
@@ -115,9 +129,24 @@ impl ServerState {
     }
 
     fn set_slot(&self, slot: usize, conn: Option<Arc<Conn>>) {
+        let up = conn.is_some();
         *self.slots[slot].write() = conn;
         let live = self.slots.iter().filter(|s| s.read().is_some()).count();
         metrics().connections.get_or_create(&self.labels).set(live as i64);
+        if up {
+            self.settle();
+        }
+    }
+
+    /// Marks its first connection attempt as ended and wakes waiting signatures.
+    fn settle(&self) {
+        self.settled.store(true, Ordering::Release);
+        self.settings.announce();
+    }
+
+    /// Still on its first connection attempt (a new member, or a gateway just started).
+    pub(crate) fn starting(&self) -> bool {
+        !self.settled.load(Ordering::Acquire) && !*self.stop.borrow()
     }
 
     /// Forgets slot `slot`'s connection without touching metrics (the server is going away).
@@ -208,6 +237,7 @@ pub(crate) async fn run_slot(server: Arc<ServerState>, slot: usize, mut stop: wa
             }
             Err(e) => {
                 server.failure();
+                server.settle();
                 if slot == 0 {
                     tracing::warn!(key_server = %server.addr, error = %e, kind = tlsgate_error::Classify::kind(&e), "key server connection failed");
                 }
@@ -256,6 +286,7 @@ mod tests {
             retries: 0,
             failure_threshold: threshold,
             breaker_cooldown: cooldown,
+            events: watch::channel(0).0,
         });
         ServerState::new("breaker-test", &Member::new("[::1]:2407"), settings).0
     }

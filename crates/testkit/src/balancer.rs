@@ -17,6 +17,12 @@ pub struct RoundRobin {
 impl RoundRobin {
     /// Listens on a free port and spreads connections over `backends` in turn.
     pub fn start(backends: Vec<SocketAddr>) -> Self {
+        Self::start_slow(backends, std::time::Duration::ZERO)
+    }
+
+    /// Like [`RoundRobin::start`], but each connection waits `delay` before its backend is
+    /// dialled: a slow network path (or a slow-starting server) to connect through.
+    pub fn start_slow(backends: Vec<SocketAddr>, delay: std::time::Duration) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind balancer");
         let port = listener.local_addr().expect("local addr").port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -30,6 +36,7 @@ impl RoundRobin {
                 let Ok(client) = client else { continue };
                 let backend = backends[next.fetch_add(1, Ordering::Relaxed) % backends.len()];
                 std::thread::spawn(move || {
+                    std::thread::sleep(delay);
                     let _ = relay(client, backend);
                 });
             }

@@ -78,6 +78,48 @@ fn gateway_without_key_files_serves_ecdsa_and_rsa_over_tls12_and_tls13() {
     );
 }
 
+/// A gateway's first handshakes, while its key-server connections are still coming up (here
+/// they take 600 ms, through a slow path), wait for them instead of failing with "no key server
+/// is reachable"; a pool whose only server refuses connections still fails at once.
+#[test]
+fn first_handshakes_wait_for_key_server_connections_that_are_still_coming_up() {
+    require("openssl");
+    require("curl");
+    let pki = TestPki::new();
+    let keys = site_keys(&pki);
+    let ks = start_keyserver(&pki, &keyserver_files(&pki), free_port(), &[&keys], "");
+    let slow = tlsgate_testkit::RoundRobin::start_slow(vec![ks.addr().parse().unwrap()], Duration::from_millis(600));
+    let client = client_cert(&pki, "gateway", "gateway-1");
+    let gw = start_gateway(&pki, &client, &[format!("127.0.0.1:{}", slow.port)], "");
+    let started = std::time::Instant::now();
+    let out = gw.curl(&["--tlsv1.3"]);
+    assert_eq!(
+        out.stdout,
+        "Hello, world!",
+        "the first request failed:\n{}\n{}",
+        out.all(),
+        gw.gw.log()
+    );
+    assert!(
+        gw.gw.metric("tlsgate_keyless_startup_waits_total", &[]) >= 1.0,
+        "it did not wait ({:?}):\n{}",
+        started.elapsed(),
+        gw.gw.metrics()
+    );
+
+    // Nothing listens on `dead`: its first attempt fails at once, and so do handshakes.
+    let dead = format!("127.0.0.1:{}", free_port());
+    let gw = start_gateway(&pki, &client, &[dead], "");
+    let started = std::time::Instant::now();
+    let out = gw.s_client("localhost", &["-tls1_3"]);
+    assert!(!ok_handshake(&out), "{}", out.all());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "a dead pool must not hold handshakes for the connect timeout: {:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn killing_one_of_two_key_servers_during_a_burst_fails_no_handshake() {
     require("curl");
