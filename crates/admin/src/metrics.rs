@@ -112,6 +112,19 @@ pub struct UpstreamErrorLabels {
     pub kind: &'static str,
 }
 
+/// Labels of TLS handshakes with origins.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamTlsLabels {
+    /// Upstream group.
+    pub upstream: &'static str,
+    /// `TLSv1.3`, `TLSv1.2`.
+    pub version: &'static str,
+    /// Key-exchange group, e.g. `X25519MLKEM768`.
+    pub group: &'static str,
+    /// `true` when resumed from a session the origin gave earlier.
+    pub resumed: &'static str,
+}
+
 /// Labels of TLS record-size decisions.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RecordLabels {
@@ -174,6 +187,8 @@ pub struct Metrics {
     pub upstream_duration: Family<UpstreamLabels, Histogram>,
     /// Upstream failures.
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    /// TLS handshakes with origins, by version, key-exchange group and resumption.
+    pub upstream_tls_handshakes: Family<UpstreamTlsLabels, Counter>,
     /// Bytes read from clients (TLS records included).
     pub bytes_in: Counter,
     /// Bytes written to clients (TLS records included).
@@ -282,6 +297,12 @@ impl Metrics {
         );
         let upstream_errors = Family::default();
         registry.register("upstream_errors", "Upstream failures by kind", upstream_errors.clone());
+        let upstream_tls_handshakes = Family::default();
+        registry.register(
+            "upstream_tls_handshakes",
+            "TLS handshakes with origins by version, key-exchange group and resumption",
+            upstream_tls_handshakes.clone(),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "client_bytes_received",
@@ -342,6 +363,7 @@ impl Metrics {
             upstream_in_flight,
             upstream_duration,
             upstream_errors,
+            upstream_tls_handshakes,
             bytes_in,
             bytes_out,
             reloads,

@@ -63,6 +63,12 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
     if let Some(k) = &mut config.keyless {
         paths.extend([&mut k.client_certificate, &mut k.client_key, &mut k.server_ca]);
     }
+    for u in &mut config.upstreams {
+        let tls = &mut u.tls;
+        paths.extend(tls.ca.as_mut());
+        paths.extend(tls.client_certificate.as_mut());
+        paths.extend(tls.client_key.as_mut());
+    }
     for p in paths {
         if p.is_relative() {
             *p = base.join(&*p);

@@ -33,6 +33,9 @@ pub enum ProxyError {
     /// No origin server could be reached.
     #[error("upstream unreachable")]
     UpstreamConnect,
+    /// The TLS handshake with the origin failed (certificate not accepted, an alert, a close).
+    #[error("TLS to the upstream failed")]
+    UpstreamTls,
     /// The upstream group has no server to send to.
     #[error("upstream group has no servers")]
     NoUpstreamServer,
@@ -58,6 +61,7 @@ impl ProxyError {
             | Self::ClientBodyTimeout
             | Self::ClientAbandoned => Side::Downstream,
             Self::UpstreamConnect
+            | Self::UpstreamTls
             | Self::UpstreamProtocol
             | Self::UpstreamHeaderTimeout
             | Self::UpstreamSendTimeout => Side::Upstream,
@@ -68,7 +72,7 @@ impl ProxyError {
     /// True when nothing of the request can have reached an origin, so sending it to another
     /// server cannot apply it twice.
     pub fn retry_safe(&self) -> bool {
-        matches!(self, Self::UpstreamConnect)
+        matches!(self, Self::UpstreamConnect | Self::UpstreamTls)
     }
 
     /// The status the client gets (499 is only ever logged: the client is gone).
@@ -79,7 +83,7 @@ impl ProxyError {
             Self::Misdirected => 421,
             Self::ClientAbandoned => 499,
             Self::UnsupportedTransferCoding => 501,
-            Self::UpstreamConnect | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
+            Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
             Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout => 504,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
@@ -101,6 +105,37 @@ impl ProxyError {
         r
     }
 
+    /// The gRPC status of this error (gRPC's own mapping of HTTP statuses, except that a
+    /// gateway timeout says DEADLINE_EXCEEDED).
+    pub fn grpc_status(&self) -> u8 {
+        match self {
+            Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout | Self::ClientBodyTimeout => 4,
+            Self::Misdirected => 7,
+            Self::UnsupportedTransferCoding => 12,
+            Self::BadRequest(_) | Self::BadRequestBody | Self::ClientAbandoned => 13,
+            Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 14,
+        }
+    }
+
+    /// The response a gRPC client gets: HTTP 200 and a trailers-only gRPC status
+    /// (`grpc-status`, `grpc-message` in the header block), which every gRPC client reads as the
+    /// call's status; the error rides along in its extensions.
+    pub fn grpc_response(self) -> Response<Body> {
+        let mut r = Response::new(full(bytes::Bytes::new()));
+        let h = r.headers_mut();
+        h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+        h.insert(
+            http::HeaderName::from_static("grpc-status"),
+            http::HeaderValue::from(u16::from(self.grpc_status())),
+        );
+        // Error texts are fixed ASCII without '%', so they need no percent-encoding.
+        if let Ok(message) = http::HeaderValue::from_str(&self.to_string()) {
+            h.insert(http::HeaderName::from_static("grpc-message"), message);
+        }
+        r.extensions_mut().insert(self);
+        r
+    }
+
     /// A short metric label.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -111,6 +146,7 @@ impl ProxyError {
             Self::ClientBodyTimeout => "client_body_timeout",
             Self::ClientAbandoned => "client_abandoned",
             Self::UpstreamConnect => "connect",
+            Self::UpstreamTls => "tls",
             Self::NoUpstreamServer => "no_server",
             Self::UpstreamProtocol => "protocol",
             Self::UpstreamHeaderTimeout => "timeout",
@@ -145,5 +181,22 @@ mod tests {
         assert!(ProxyError::UpstreamConnect.retry_safe());
         assert!(!ProxyError::UpstreamProtocol.retry_safe());
         assert!(!ProxyError::UpstreamSendTimeout.retry_safe());
+        assert!(ProxyError::UpstreamTls.retry_safe());
+        assert_eq!(ProxyError::UpstreamTls.status(), StatusCode::BAD_GATEWAY);
+    }
+
+    #[test]
+    fn grpc_requests_get_a_trailers_only_status() {
+        let r = ProxyError::UpstreamConnect.grpc_response();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["content-type"], "application/grpc");
+        assert_eq!(r.headers()["grpc-status"], "14");
+        assert_eq!(r.headers()["grpc-message"], "upstream unreachable");
+        assert_eq!(ProxyError::UpstreamHeaderTimeout.grpc_status(), 4);
+        assert_eq!(
+            r.extensions().get::<ProxyError>(),
+            Some(&ProxyError::UpstreamConnect),
+            "the log still sees the error"
+        );
     }
 }

@@ -51,8 +51,9 @@ impl Generation {
         let upstreams: Vec<Arc<UpstreamGroup>> = config
             .upstreams
             .iter()
-            .map(|u| Arc::new(UpstreamGroup::new(u)))
-            .collect();
+            .enumerate()
+            .map(|(i, u)| UpstreamGroup::new(u, &format!("upstream[{i}]")).map(Arc::new))
+            .collect::<Result<_, _>>()?;
         let index = |name: &str| config.upstreams.iter().position(|u| u.name == name);
         let sites = config
             .sites

@@ -13,6 +13,8 @@
 //! - [`lint`]: certificate-chain lint for `tlsgate check` (and the first-flight size).
 //! - [`cert_compression`]: RFC 8879 brotli/zlib certificate compression, computed once per certificate.
 //! - [`ocsp`]: OCSP stapling: requests, response checks, the per-certificate staple slots.
+//! - [`origin`]: TLS from the gateway to origin servers (verification, SNI, client certificate,
+//!   resumption, post-quantum groups).
 //! - [`pki`]: throwaway certificates for the demo and the tests.
 //! - [`log_limit`]: rate limits for log lines a client can trigger.
 //! - [`failure`]: why a handshake failed, from BoringSSL's reason codes (metric labels).
@@ -35,6 +37,7 @@ pub mod keys;
 pub mod lint;
 pub mod log_limit;
 pub mod ocsp;
+pub mod origin;
 pub mod pki;
 pub mod remote_keys;
 pub mod secret;

@@ -50,7 +50,6 @@ fn check_refuses_every_malformed_origin_naming_its_field() {
         ("http://h:80/app", "path \"/app\" is not allowed"),
         ("app", "has no port"),
         ("app:0", "port \"0\" is not a number in 1..=65535"),
-        ("https://app.internal", "TLS to origins is not supported yet"),
     ];
     for (bad, why) in cases {
         let out = check(&pki, &with_servers(&pki, &["127.0.0.1:8080", bad]));

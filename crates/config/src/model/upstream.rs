@@ -1,7 +1,9 @@
-//! `[[upstream]]`: groups of origin servers, their balancing policy and their timeouts.
+//! `[[upstream]]`: groups of origin servers, their balancing policy, their timeouts, the HTTP
+//! version spoken to them and, for `https://` servers, `[upstream.tls]`.
 
 use crate::duration::Duration;
 use serde::Deserialize;
+use std::path::PathBuf;
 
 /// `[[upstream]]`: a group of origin servers.
 #[derive(Debug, Clone, Deserialize)]
@@ -9,8 +11,17 @@ use serde::Deserialize;
 pub struct UpstreamConfig {
     /// The name routes refer to.
     pub name: String,
-    /// Origin servers as `host:port` (plain HTTP/1.1, keep-alive pooled).
+    /// Origin servers: `host:port` or `http://host[:port]` (plaintext), `https://host[:port]`
+    /// (TLS, set up by `[upstream.tls]`).
     pub servers: Vec<String>,
+    /// HTTP version spoken to the servers: `http1` (keep-alive pooled), `http2` (one multiplexed
+    /// connection per server: ALPN `h2` over TLS, prior knowledge over plaintext) or `auto`
+    /// (ALPN chooses `h2` or `http/1.1`; TLS servers only).
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+    /// TLS to `https://` servers: verification, SNI, client certificate, key-exchange groups.
+    #[serde(default)]
+    pub tls: UpstreamTlsConfig,
     /// `round_robin` or `least_conn`.
     #[serde(default = "default_balance")]
     pub balance: Balance,
@@ -58,4 +69,78 @@ pub enum Balance {
     RoundRobin,
     /// The server with the fewest requests in flight.
     LeastConn,
+}
+
+/// HTTP version spoken to an upstream group's servers.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 with pooled keep-alive connections (what nginx's `proxy_pass` speaks).
+    #[default]
+    Http1,
+    /// HTTP/2: ALPN `h2` over TLS, prior knowledge (h2c) over plaintext; what gRPC origins need.
+    Http2,
+    /// Whatever the server picks by ALPN (`h2` or `http/1.1`); TLS servers only.
+    Auto,
+}
+
+impl UpstreamProtocol {
+    /// The name used in the configuration, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http1 => "http1",
+            Self::Http2 => "http2",
+            Self::Auto => "auto",
+        }
+    }
+}
+
+/// `[upstream.tls]`: how the gateway speaks TLS to a group's `https://` servers.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTlsConfig {
+    /// PEM CA bundle the servers' certificates must chain to (default: the system bundle,
+    /// `/etc/ssl/certs/ca-certificates.crt`).
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// Verify the server's certificate chain and name. Turning this off is for tests only.
+    #[serde(default = "default_true")]
+    pub verify: bool,
+    /// The name sent in SNI and checked against the certificate (default: each server's host;
+    /// no SNI for an IP address, whose certificate must then name the IP).
+    #[serde(default)]
+    pub server_name: Option<String>,
+    /// PEM chain presented to servers that ask for a client certificate (mutual TLS).
+    #[serde(default)]
+    pub client_certificate: Option<PathBuf>,
+    /// Private key of `client_certificate`.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+    /// Key-exchange groups offered, in order (default: hybrid post-quantum first).
+    #[serde(default = "default_origin_groups")]
+    pub groups: Vec<String>,
+}
+
+impl Default for UpstreamTlsConfig {
+    fn default() -> Self {
+        Self {
+            ca: None,
+            verify: true,
+            server_name: None,
+            client_certificate: None,
+            client_key: None,
+            groups: default_origin_groups(),
+        }
+    }
+}
+
+/// The system CA bundle of Debian and its derivatives.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_origin_groups() -> Vec<String> {
+    ["X25519MLKEM768", "X25519", "P-256"].map(String::from).to_vec()
 }

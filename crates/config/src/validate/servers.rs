@@ -5,22 +5,11 @@
 use crate::address::OriginAddr;
 use crate::issue::Issue;
 
-/// `[[upstream]] servers`: `host:port`, `[v6]:port` or `http://` URLs. `https://` parses but is
-/// refused until the gateway can speak TLS to origins.
+/// `[[upstream]] servers`: `host:port`, `[v6]:port`, `http://` or `https://` URLs.
 pub(super) fn check_origins(at: &str, servers: &[String], issues: &mut Vec<Issue>) {
     for (k, server) in servers.iter().enumerate() {
-        match OriginAddr::parse(server) {
-            Ok(addr) if addr.tls => issues.push(Issue::error(
-                format!("{at}[{k}]"),
-                format!(
-                    "{server:?}: TLS to origins is not supported yet (planned in issue 17); \
-                     origins are plain HTTP/1.1: write {} or http://{}",
-                    addr.authority(),
-                    addr.authority()
-                ),
-            )),
-            Ok(_) => {}
-            Err(e) => issues.push(Issue::error(format!("{at}[{k}]"), format!("{server:?}: {e}"))),
+        if let Err(e) = OriginAddr::parse(server) {
+            issues.push(Issue::error(format!("{at}[{k}]"), format!("{server:?}: {e}")));
         }
     }
 }
@@ -104,15 +93,49 @@ upstream = "app"
     }
 
     #[test]
-    fn https_origins_are_refused_until_origin_tls_exists() {
-        let errs = upstream_errors(&["https://app.internal"]);
-        assert_eq!(errs.len(), 1, "{errs:#?}");
+    fn https_origins_are_accepted_and_their_tls_settings_checked() {
+        assert!(upstream_errors(&["https://app.internal", "http://b:8080"]).is_empty());
+        let lines = |extra: &str, servers: &[&str]| -> Vec<String> {
+            let text = format!("{BASE}\n[[upstream]]\nname = \"app\"\nservers = {servers:?}\n{extra}");
+            let config = crate::parse(&text).expect("parses");
+            validate(&config)
+                .into_iter()
+                .filter(|i| i.field.starts_with("upstream"))
+                .map(|i| format!("{}: {}", i.field, i.message))
+                .collect()
+        };
+        let errs = lines("protocol = \"auto\"\n", &["https://a", "b:80"]);
         assert!(
-            errs[0]
-                .starts_with("upstream[0].servers[0]: \"https://app.internal\": TLS to origins is not supported yet"),
+            errs.iter()
+                .any(|e| e.starts_with("upstream[0].protocol: \"auto\" picks the HTTP version by ALPN")),
             "{errs:#?}"
         );
-        assert!(errs[0].contains("issue 17"), "{errs:#?}");
+        assert!(lines("protocol = \"auto\"\n", &["https://a"]).is_empty());
+        assert!(
+            lines("protocol = \"http2\"\n", &["b:80"]).is_empty(),
+            "h2c by prior knowledge"
+        );
+        let errs = lines(
+            "[upstream.tls]\nclient_certificate = \"/c.pem\"\nserver_name = \"a b\"\ngroups = [\"X448\"]\nverify = false\n",
+            &["https://a"],
+        );
+        for want in [
+            "upstream[0].tls: client_certificate and client_key go together",
+            "upstream[0].tls.server_name: \"a b\"",
+            "upstream[0].tls.groups[0]: unknown group \"X448\"",
+            "upstream[0].tls.verify: origin certificates are not verified",
+        ] {
+            assert!(
+                errs.iter().any(|e| e.starts_with(want)),
+                "missing {want:?} in {errs:#?}"
+            );
+        }
+        let errs = lines("[upstream.tls]\nverify = false\n", &["b:80"]);
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("upstream[0].tls: no server of this group is https://")),
+            "{errs:#?}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::issue::Issue;
 use crate::model::{Config, TlsConfig, TlsVersion};
 
-const KNOWN_GROUPS: &[&str] = &[
+pub(super) const KNOWN_GROUPS: &[&str] = &[
     "X25519MLKEM768",
     "X25519Kyber768Draft00",
     "X25519",

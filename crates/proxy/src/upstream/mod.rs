@@ -1,13 +1,15 @@
-//! Upstream groups: origin servers behind pooled keep-alive HTTP/1.1 connections, chosen round
-//! robin or by fewest requests in flight; a server whose connection fails is skipped for
-//! `fail_timeout`. Requests with no body are retried once on another server after a connect
-//! failure (nothing reached the first one).
+//! Upstream groups: origin servers spoken to over HTTP/1.1 or HTTP/2, plaintext or TLS, chosen
+//! round robin or by fewest requests in flight; a server whose connection fails is skipped for
+//! `fail_timeout`. Requests with no body are retried once on another server after a connect or
+//! TLS failure (nothing reached the first one).
 //!
-//! Beside the group: [`server`] (one origin and its passive-health mark), [`balance`] (server
-//! choice), [`pool`] (connections and the connector), [`forwarding`] (which headers go to the
-//! origin and back) and [`request_body`] (the request body's send watch and timeouts).
+//! Beside the group: [`server`] (one origin, its connections and its passive-health mark),
+//! [`balance`] (server choice), [`connect`] (TCP and TLS to one server), [`pool`] (the
+//! connections kept, and sending on them), [`forwarding`] (which headers go to the origin and
+//! back) and [`request_body`] (the request body's send watch and timeouts).
 
 pub mod balance;
+pub mod connect;
 pub mod forwarding;
 pub mod pool;
 pub mod request_body;
@@ -21,26 +23,27 @@ use crate::upstream::forwarding::{prepare_request, strip_hop_by_hop, Hop};
 use crate::upstream::request_body::{SendState, TrackedBody};
 use balance::Balancer;
 use bytes::Bytes;
-use http::uri::Authority;
-use http::{Request, Response, Uri, Version};
+use connect::ConnectError;
+use http::{header, HeaderValue, Request, Response, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use pool::OriginPool;
+use pool::{OriginPool, SendError, Wire};
 use server::{InFlight, UpstreamServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels};
 use tlsgate_admin::Metrics;
 use tlsgate_config::{OriginAddr, UpstreamConfig};
+use tlsgate_tls::TlsBuildError;
 
 /// A group of origin servers with its connection pool.
 pub struct UpstreamGroup {
     /// Name from the configuration.
     pub name: String,
     label: &'static str,
-    servers: Vec<UpstreamServer>,
+    servers: Vec<Arc<UpstreamServer>>,
     balancer: Balancer,
-    client: OriginPool,
+    pool: Arc<OriginPool>,
     header_timeout: Duration,
     fail_timeout: Duration,
     epoch: Instant,
@@ -61,20 +64,19 @@ pub struct Downstream<'a> {
 }
 
 impl UpstreamGroup {
-    /// Builds a group and its (lazy) connection pool.
-    pub fn new(config: &UpstreamConfig) -> Self {
-        let client = pool::build(config);
+    /// Builds a group (`field` names it in errors, e.g. `upstream[0]`); connections are opened
+    /// on demand. Fails when its `[upstream.tls]` cannot be built (a CA or client-certificate
+    /// file that does not load).
+    pub fn new(config: &UpstreamConfig, field: &str) -> Result<Self, TlsBuildError> {
         // Validation refuses every address that is left out here; one can only arrive through a
         // path that skipped it, and is then named in an error line rather than dropped silently.
         let mut servers = Vec::with_capacity(config.servers.len());
         for text in &config.servers {
-            let authority = match OriginAddr::parse(text) {
-                Ok(addr) if addr.tls => Err("TLS to origins is not supported yet".to_string()),
-                Ok(addr) => addr.authority().parse::<Authority>().map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match authority {
-                Ok(authority) => servers.push(UpstreamServer::new(authority)),
+            let server = OriginAddr::parse(text)
+                .map_err(|e| e.to_string())
+                .and_then(|addr| UpstreamServer::new(&addr).map_err(|e| e.to_string()));
+            match server {
+                Ok(server) => servers.push(Arc::new(server)),
                 Err(error) => {
                     tracing::error!(upstream = %config.name, server = %text, %error, "origin address refused; server left out")
                 }
@@ -83,16 +85,22 @@ impl UpstreamGroup {
         if servers.is_empty() {
             tracing::error!(upstream = %config.name, "upstream group has no usable server: its requests get 502");
         }
-        Self {
+        let label = tlsgate_admin::metrics::intern(&config.name);
+        let any_tls = servers.iter().any(|s| s.tls);
+        let pool = Arc::new(OriginPool::new(config, any_tls, field, label)?);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep(Arc::downgrade(&pool), servers.clone()));
+        }
+        Ok(Self {
             name: config.name.clone(),
-            label: tlsgate_admin::metrics::intern(&config.name),
+            label,
             servers,
             balancer: Balancer::new(config.balance),
-            client,
+            pool,
             header_timeout: config.header_timeout.get(),
             fail_timeout: config.fail_timeout.get(),
             epoch: Instant::now(),
-        }
+        })
     }
 
     fn now_ms(&self) -> u64 {
@@ -115,8 +123,10 @@ impl UpstreamGroup {
         facts: &mut UpstreamFacts,
     ) -> Response<Body> {
         facts.group = Some(self.label);
+        let grpc = is_grpc(req.headers());
         match self.try_forward(req, down, metrics, facts).await {
             Ok(resp) => resp,
+            Err(e) if grpc => e.grpc_response(),
             Err(e) => e.response(),
         }
     }
@@ -132,7 +142,6 @@ impl UpstreamGroup {
         let retryable = http_body::Body::is_end_stream(&body);
         let mut body = Some(body);
         prepare_request(&mut parts.headers, &down.hop, down.edits);
-        parts.version = Version::HTTP_11;
         if self.servers.is_empty() {
             tracing::warn!(upstream = %self.name, "upstream group has no servers");
             self.count_error(metrics, ProxyError::NoUpstreamServer.kind());
@@ -151,11 +160,9 @@ impl UpstreamGroup {
                 });
             };
             let server = &self.servers[idx];
-            let uri = Uri::builder()
-                .scheme("http")
-                .authority(server.authority.clone())
-                .path_and_query(down.path_and_query)
-                .build()
+            let path: Uri = down
+                .path_and_query
+                .parse()
                 .map_err(|_| ProxyError::BadRequest("request target"))?;
             let (req_body, sent): (Body, _) = match body.take() {
                 Some(b) if attempt == 0 => {
@@ -165,7 +172,8 @@ impl UpstreamGroup {
                 _ => (full(Bytes::new()), Arc::new(SendState::default())),
             };
             let mut out = Request::from_parts(parts.clone(), req_body);
-            *out.uri_mut() = uri;
+            *out.uri_mut() = path.clone();
+            let shape = |req: &mut Request<Body>, wire: Wire| shape(req, wire, server, &path);
             let started = Instant::now();
             facts.server = Some(server.authority.clone());
             facts.upload = Some(sent.clone());
@@ -173,9 +181,18 @@ impl UpstreamGroup {
             let in_flight = InFlight::enter(self, idx);
             // The response-header timeout starts once the body has been sent (a slow upload is
             // not the origin's fault); a body that stops moving is timed out on its own.
-            let result = tokio::select! {
-                r = self.client.request(out) => Ok(r),
-                e = sent.deadline(self.header_timeout) => Err(e),
+            let send = self.pool.send(server, out, shape, metrics);
+            let result = if sent.is_done() {
+                // No body to watch (most requests): the thread's shared timer, not a timer-wheel
+                // entry per request.
+                tlsgate_timer::timeout(self.header_timeout, send)
+                    .await
+                    .map_err(|_| ProxyError::UpstreamHeaderTimeout)
+            } else {
+                tokio::select! {
+                    r = send => Ok(r),
+                    e = sent.deadline(self.header_timeout) => Err(e),
+                }
             };
             facts.header_time = Some(started.elapsed());
             let labels = UpstreamLabels { upstream: self.label };
@@ -195,11 +212,14 @@ impl UpstreamGroup {
                             .boxed_unsync(),
                     ));
                 }
-                Ok(Err(e)) if e.is_connect() => {
+                Ok(Err(SendError::Connect(e))) => {
                     server.mark_down_until(self.now_ms() + self.fail_timeout.as_millis() as u64);
-                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connect failed; server skipped for {:?}", self.fail_timeout);
+                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, kind = tlsgate_error::Classify::kind(&e), "upstream connect failed; server skipped for {:?}", self.fail_timeout);
                     exclude = Some(idx);
-                    ProxyError::UpstreamConnect
+                    match e {
+                        ConnectError::Tls { .. } => ProxyError::UpstreamTls,
+                        _ => ProxyError::UpstreamConnect,
+                    }
                 }
                 Ok(Err(e)) => match sent.client_error() {
                     // The client broke or abandoned its body: not the origin's fault.
@@ -246,6 +266,64 @@ impl UpstreamGroup {
     }
 }
 
+/// Puts a request into the form of `wire`: HTTP/1.1 gets the origin-form target and a `Host`
+/// (the client's, set by `prepare_request`, else the server's); HTTP/2 gets an absolute URI
+/// whose authority is the client's host (`:authority`) and no `Host` field.
+fn shape(req: &mut Request<Body>, wire: Wire, server: &UpstreamServer, path: &Uri) {
+    match wire {
+        Wire::Http1 => {
+            *req.version_mut() = Version::HTTP_11;
+            *req.uri_mut() = path.clone();
+            if !req.headers().contains_key(header::HOST) {
+                if let Ok(host) = HeaderValue::from_str(server.authority.as_str()) {
+                    req.headers_mut().insert(header::HOST, host);
+                }
+            }
+        }
+        Wire::Http2 => {
+            *req.version_mut() = Version::HTTP_2;
+            let authority = req
+                .headers_mut()
+                .remove(header::HOST)
+                .and_then(|h| http::uri::Authority::try_from(h.as_bytes()).ok())
+                .unwrap_or_else(|| server.authority.clone());
+            let mut parts = path.clone().into_parts();
+            parts.scheme = Some(if server.tls {
+                http::uri::Scheme::HTTPS
+            } else {
+                http::uri::Scheme::HTTP
+            });
+            parts.authority = Some(authority);
+            if let Ok(uri) = Uri::from_parts(parts) {
+                *req.uri_mut() = uri;
+            }
+        }
+    }
+}
+
+/// A gRPC request: its content type is `application/grpc` or `application/grpc+...`.
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// Closes the group's idle connections that outlived `idle_timeout`, until the group is gone.
+async fn sweep(pool: std::sync::Weak<OriginPool>, servers: Vec<Arc<UpstreamServer>>) {
+    let Some(every) = pool.upgrade().map(|p| p.sweep_interval()) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match pool.upgrade() {
+            Some(pool) => pool.sweep(&servers),
+            None => return,
+        }
+    }
+}
+
 /// Copies every current upstream server's requests in flight into `tlsgate_upstream_in_flight`
 /// (at scrape time; servers no longer configured disappear).
 pub fn export_in_flight(gateway: &crate::Gateway) {
@@ -280,7 +358,7 @@ mod tests {
             }
         );
         let cfg: UpstreamConfig = toml_cfg(&text);
-        UpstreamGroup::new(&cfg)
+        UpstreamGroup::new(&cfg, "upstream[0]").unwrap()
     }
 
     fn toml_cfg(text: &str) -> UpstreamConfig {
@@ -320,8 +398,8 @@ mod tests {
         assert_eq!(authorities, ["[::1]:81", "localhost:80", "localhost:82"]);
         // What validation refuses is left out (with an error line), never mis-parsed.
         let g = group(&["::1:80", "https://h", "127.0.0.1:3"], Balance::LeastConn);
-        let authorities: Vec<&str> = g.servers.iter().map(|s| s.authority.as_str()).collect();
-        assert_eq!(authorities, ["127.0.0.1:3"]);
+        let servers: Vec<(&str, bool)> = g.servers.iter().map(|s| (s.authority.as_str(), s.tls)).collect();
+        assert_eq!(servers, [("h:443", true), ("127.0.0.1:3", false)]);
         for balance in [Balance::RoundRobin, Balance::LeastConn] {
             let empty = group(&[], balance);
             assert_eq!(empty.pick(None), None);

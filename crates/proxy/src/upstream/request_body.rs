@@ -39,6 +39,11 @@ impl SendState {
         self.notify.notify_one();
     }
 
+    /// The whole body has been handed to the origin connection (or there was none).
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
     /// Body bytes read from the client so far.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)

@@ -1,29 +1,47 @@
-//! One origin server as the group sees it: its address, the requests in flight to it (what
-//! `least_conn` compares) and the passive-health mark that skips it for `fail_timeout` after a
-//! failed connect.
+//! One origin server as the group sees it: its address and scheme, its connections, the requests
+//! in flight to it (what `least_conn` compares) and the passive-health mark that skips it for
+//! `fail_timeout` after a failed connect.
 
+use super::pool::ServerConns;
 use super::UpstreamGroup;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use tlsgate_config::OriginAddr;
 
 /// One origin server.
 #[derive(Debug)]
 pub struct UpstreamServer {
     /// `host:port`.
     pub authority: http::uri::Authority,
+    /// The host to connect to and check the certificate against (no brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Reached over TLS (`https://`).
+    pub tls: bool,
+    /// `host:port`, shared by logs, errors and the TLS session kept for the server.
+    pub key: Arc<str>,
+    /// Its pooled connections.
+    pub(super) conns: ServerConns,
     pub(super) in_flight: AtomicUsize,
     /// Milliseconds since the group's epoch until which the server is skipped.
     pub(super) down_until_ms: AtomicU64,
 }
 
 impl UpstreamServer {
-    /// A server that is up and idle.
-    pub fn new(authority: http::uri::Authority) -> Self {
-        Self {
-            authority,
+    /// A server that is up and idle, at `addr`.
+    pub fn new(addr: &OriginAddr) -> Result<Self, http::uri::InvalidUri> {
+        let text = addr.authority();
+        Ok(Self {
+            authority: text.parse()?,
+            host: addr.host.bare(),
+            port: addr.port,
+            tls: addr.tls,
+            key: Arc::from(text.as_str()),
+            conns: ServerConns::default(),
             in_flight: AtomicUsize::new(0),
             down_until_ms: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Requests in flight to this server now.

@@ -1,0 +1,170 @@
+//! Opening one connection to an origin server: TCP (connect timeout, `TCP_NODELAY`, keepalive)
+//! and, for `https://` servers, the TLS handshake of the group's [`OriginTls`]. The result is a
+//! [`Transport`] the HTTP/1.1 or HTTP/2 client runs on, and what the TLS handshake did.
+
+use pin_project_lite::pin_project;
+use socket2::{SockRef, TcpKeepalive};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tlsgate_error::{Classify, Side};
+use tlsgate_tls::origin::{OriginHandshake, OriginTls, OriginTlsError};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_boring::SslStream;
+
+pin_project! {
+    /// A connection to an origin: plaintext or TLS.
+    #[project = TransportProj]
+    pub enum Transport {
+        /// Plaintext TCP.
+        Plain { #[pin] tcp: TcpStream },
+        /// TLS over TCP.
+        Tls { #[pin] tls: SslStream<TcpStream> },
+    }
+}
+
+/// Why a connection to an origin could not be opened. Nothing of a request was sent, so each
+/// is safe to retry on another server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// TCP connect failed (refused, unreachable, name not resolved).
+    #[error("connect to {server} failed: {source}")]
+    Tcp {
+        /// `host:port`.
+        server: Arc<str>,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// TCP connect took longer than `connect_timeout`.
+    #[error("connect to {server} timed out after {timeout:?}")]
+    Timeout {
+        /// `host:port`.
+        server: Arc<str>,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The TLS handshake failed.
+    #[error("TLS to {server}: {source}")]
+    Tls {
+        /// `host:port`.
+        server: Arc<str>,
+        /// Why.
+        #[source]
+        source: OriginTlsError,
+    },
+}
+
+impl Classify for ConnectError {
+    fn side(&self) -> Side {
+        Side::Upstream
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Tcp { .. } => "connect",
+            Self::Timeout { .. } => "connect_timeout",
+            Self::Tls { source, .. } => source.kind(),
+        }
+    }
+
+    fn retry_safe(&self) -> bool {
+        true
+    }
+}
+
+/// Opens a connection to `host:port` (`key` is `host:port` as configured, for errors and TLS
+/// resumption), with TLS when `tls` is given.
+pub async fn open(
+    host: &str,
+    port: u16,
+    key: &Arc<str>,
+    tls: Option<&OriginTls>,
+    timeout: Duration,
+) -> Result<(Transport, Option<OriginHandshake>), ConnectError> {
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(source)) => {
+            return Err(ConnectError::Tcp {
+                server: key.clone(),
+                source,
+            })
+        }
+        Err(_) => {
+            return Err(ConnectError::Timeout {
+                server: key.clone(),
+                timeout,
+            })
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let _ = SockRef::from(&tcp).set_tcp_keepalive(&TcpKeepalive::new().with_time(Duration::from_secs(60)));
+    let Some(tls) = tls else {
+        return Ok((Transport::Plain { tcp }, None));
+    };
+    let handshake = tokio::time::timeout(timeout, tls.connect(tcp, host, key)).await;
+    match handshake {
+        Ok(Ok((tls, info))) => Ok((Transport::Tls { tls }, Some(info))),
+        Ok(Err(source)) => Err(ConnectError::Tls {
+            server: key.clone(),
+            source,
+        }),
+        Err(_) => Err(ConnectError::Timeout {
+            server: key.clone(),
+            timeout,
+        }),
+    }
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.project() {
+            TransportProj::Plain { tcp } => tcp.poll_read(cx, buf),
+            TransportProj::Tls { tls } => tls.poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.project() {
+            TransportProj::Plain { tcp } => tcp.poll_write(cx, buf),
+            TransportProj::Tls { tls } => tls.poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.project() {
+            TransportProj::Plain { tcp } => tcp.poll_write_vectored(cx, bufs),
+            TransportProj::Tls { tls } => tls.poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Transport::Plain { tcp } => tcp.is_write_vectored(),
+            Transport::Tls { tls } => tls.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.project() {
+            TransportProj::Plain { tcp } => tcp.poll_flush(cx),
+            TransportProj::Tls { tls } => tls.poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.project() {
+            TransportProj::Plain { tcp } => tcp.poll_shutdown(cx),
+            TransportProj::Tls { tls } => tls.poll_shutdown(cx),
+        }
+    }
+}
