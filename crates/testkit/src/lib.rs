@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balancer;
+pub mod nginx;
 pub mod origin;
 pub mod process;
 pub mod raw_origin;

@@ -183,6 +183,26 @@ pub enum OriginTlsError {
     Handshake(String),
 }
 
+/// The alert an origin sent after the handshake, found in an I/O error's chain (TLS 1.3: a server
+/// that refuses our client certificate says so with an alert on our first read, e.g. 116
+/// `certificate_required`, after the client side of the handshake has already finished).
+pub fn alert_in(error: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let stack = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<boring::ssl::Error>())
+            .and_then(|ssl| ssl.ssl_error())
+            .or_else(|| e.downcast_ref::<boring::ssl::Error>().and_then(|ssl| ssl.ssl_error()));
+        if let Some(alert) = stack.and_then(crate::failure::received_alert) {
+            return Some(alert);
+        }
+        next = e.source();
+    }
+    None
+}
+
 impl OriginTlsError {
     fn handshake<S: std::fmt::Debug>(e: &tokio_boring::HandshakeError<S>) -> Self {
         if let Some(ssl) = e.ssl() {

@@ -27,7 +27,7 @@ use tlsgate_admin::metrics::UpstreamTlsLabels;
 use tlsgate_admin::Metrics;
 use tlsgate_config::{UpstreamConfig, UpstreamProtocol};
 use tlsgate_error::{Classify, Side};
-use tlsgate_tls::origin::{OriginAlpn, OriginHandshake, OriginTls};
+use tlsgate_tls::origin::{alert_in, OriginAlpn, OriginHandshake, OriginTls, OriginTlsError};
 use tlsgate_tls::TlsBuildError;
 
 /// How a server is spoken to.
@@ -196,16 +196,17 @@ impl OriginPool {
             }
             None => {}
         }
+        let refused = |e| refused(server, e);
         match self.connect(server, metrics).await? {
             Fresh::Http1(mut sender) => {
                 shape(&mut req, Wire::Http1);
-                let resp = sender.send_request(req).await.map_err(SendError::Exchange)?;
+                let resp = sender.send_request(req).await.map_err(refused)?;
                 Ok(self.h1_response(server, sender, resp))
             }
             Fresh::Http2(mut sender) => {
                 shape(&mut req, Wire::Http2);
                 *server.conns.h2.lock() = Some(sender.clone());
-                let resp = sender.send_request(req).await.map_err(SendError::Exchange)?;
+                let resp = sender.send_request(req).await.map_err(refused)?;
                 Ok(resp.map(OriginBody::plain))
             }
         }
@@ -289,11 +290,11 @@ impl OriginPool {
         }
         let io = TokioIo::new(io);
         if h2 {
-            let (sender, conn) = self.h2.handshake(io).await.map_err(SendError::Exchange)?;
+            let (sender, conn) = self.h2.handshake(io).await.map_err(|e| refused(server, e))?;
             tokio::spawn(drive(conn, server.key.clone()));
             Ok(Fresh::Http2(sender))
         } else {
-            let (sender, conn) = self.h1.handshake(io).await.map_err(SendError::Exchange)?;
+            let (sender, conn) = self.h1.handshake(io).await.map_err(|e| refused(server, e))?;
             tokio::spawn(drive(conn.with_upgrades(), server.key.clone()));
             Ok(Fresh::Http1(sender))
         }
@@ -309,6 +310,19 @@ impl OriginPool {
                 resumed: if hs.resumed { "true" } else { "false" },
             })
             .inc();
+    }
+}
+
+/// An error of a new connection's first exchange: an alert in it is the origin refusing the TLS
+/// connection (TLS 1.3 reports a refused client certificate only on our first read), which is
+/// a TLS failure like a failed handshake; anything else is an exchange failure.
+fn refused(server: &UpstreamServer, e: hyper::Error) -> SendError {
+    match alert_in(&e) {
+        Some(alert) if server.tls => SendError::Connect(ConnectError::Tls {
+            server: server.key.clone(),
+            source: OriginTlsError::Alert(alert),
+        }),
+        _ => SendError::Exchange(e),
     }
 }
 
