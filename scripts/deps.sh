@@ -4,7 +4,9 @@
 #   tests: openssl (s_client), curl (HTTP/2 client), iproute2 (ss), procps, nginx-light (the peer
 #          server of crates/tlsgate/tests/bench_nginx.rs), nghttp2-client (nghttp: the HTTP/2
 #          SETTINGS the gateway sends, tests/optimisations.rs), redis-server (+ redis-cli, also
-#          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs)
+#          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs),
+#          python3-grpcio (gRPC origin and client of tests/grpc.rs, run with /usr/bin/python3),
+#          python3-websockets (WebSocket origin and client of tests/websocket.rs, /usr/bin/python3)
 #   lab:   iproute2 (ip netns/addr/route) and procps (sysctl) for `tlsgate lab` and its tests, which
 #          also need the kernel's TUN device (/dev/net/tun) and root
 set -euo pipefail
@@ -24,7 +26,7 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets)
 
 # Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
 #   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)

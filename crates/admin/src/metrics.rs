@@ -112,6 +112,15 @@ pub struct UpstreamErrorLabels {
     pub kind: &'static str,
 }
 
+/// Labels of active health checks of an upstream group's servers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HealthCheckLabels {
+    /// Upstream group.
+    pub upstream: &'static str,
+    /// `ok`, `status`, `timeout`, `connect`, `tls` or `protocol`.
+    pub result: &'static str,
+}
+
 /// Labels of TLS handshakes with origins.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamTlsLabels {
@@ -141,6 +150,14 @@ pub struct TfoLabels {
     pub listener: &'static str,
     /// Site selected by SNI (`-` for redirect listeners and failed handshakes).
     pub site: &'static str,
+}
+
+/// Labels of PROXY protocol headers read on listeners that expect them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProxyProtocolLabels {
+    /// `ok`, `untrusted_source` (closed: not from `proxy_protocol_from`), `malformed`, `timeout`
+    /// or `closed` (the peer left before the header was complete).
+    pub result: &'static str,
 }
 
 /// Labels with a single `name`.
@@ -189,6 +206,11 @@ pub struct Metrics {
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
     /// TLS handshakes with origins, by version, key-exchange group and resumption.
     pub upstream_tls_handshakes: Family<UpstreamTlsLabels, Counter>,
+    /// 1 while an origin server passes its group's active health check, 0 while it fails it
+    /// (servers of groups with checks only; set at scrape time).
+    pub upstream_server_healthy: Family<InFlightLabels, Gauge>,
+    /// Active health-check probes by group and result (copied in at scrape time).
+    pub upstream_health_checks: Family<HealthCheckLabels, Counter>,
     /// Bytes read from clients (TLS records included).
     pub bytes_in: Counter,
     /// Bytes written to clients (TLS records included).
@@ -199,6 +221,8 @@ pub struct Metrics {
     pub record_writes: Family<RecordLabels, Counter>,
     /// Connections whose SYN carried data accepted by TCP Fast Open.
     pub tfo_accepted: Family<TfoLabels, Counter>,
+    /// PROXY protocol headers read (or refused) on `proxy_protocol` listeners, by result.
+    pub proxy_protocol: Family<ProxyProtocolLabels, Counter>,
     /// Values copied in at scrape time (session cache, ticket keys, ...).
     pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
     /// OCSP stapling.
@@ -303,6 +327,18 @@ impl Metrics {
             "TLS handshakes with origins by version, key-exchange group and resumption",
             upstream_tls_handshakes.clone(),
         );
+        let upstream_server_healthy = Family::default();
+        registry.register(
+            "upstream_server_healthy",
+            "1 while an origin server passes its group's active health check, 0 while it fails it",
+            upstream_server_healthy.clone(),
+        );
+        let upstream_health_checks = Family::default();
+        registry.register(
+            "upstream_health_checks",
+            "Active health-check probes of origin servers by group and result",
+            upstream_health_checks.clone(),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "client_bytes_received",
@@ -328,6 +364,12 @@ impl Metrics {
             "tfo_accepted",
             "Connections accepted with TCP Fast Open (data in the SYN), by listener and site",
             tfo_accepted.clone(),
+        );
+        let proxy_protocol = Family::default();
+        registry.register(
+            "proxy_protocol",
+            "Connections on proxy_protocol listeners by header result: ok, untrusted_source, malformed, timeout, closed",
+            proxy_protocol.clone(),
         );
         let state = Family::default();
         registry.register(
@@ -364,11 +406,14 @@ impl Metrics {
             upstream_duration,
             upstream_errors,
             upstream_tls_handshakes,
+            upstream_server_healthy,
+            upstream_health_checks,
             bytes_in,
             bytes_out,
             reloads,
             record_writes,
             tfo_accepted,
+            proxy_protocol,
             state,
             ocsp,
             certificate_not_after,

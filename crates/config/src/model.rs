@@ -23,7 +23,9 @@ pub use route::{FixedResponseConfig, RouteConfig};
 pub use server::{Http2Config, ListenerConfig, ListenerKind, ServerConfig, DEFAULT_TCP_FASTOPEN};
 pub use site::{CertificateConfig, HstsConfig, OcspMode, SiteConfig};
 pub use tls::{SessionCacheConfig, TicketConfig, TlsConfig, TlsVersion, UnknownSni, DEFAULT_TLS12_CIPHERS};
-pub use upstream::{Balance, UpstreamConfig, UpstreamProtocol, UpstreamTlsConfig, SYSTEM_CA_BUNDLE};
+pub use upstream::{
+    Balance, HealthCheckConfig, StatusRange, UpstreamConfig, UpstreamProtocol, UpstreamTlsConfig, SYSTEM_CA_BUNDLE,
+};
 
 use serde::Deserialize;
 

@@ -5,6 +5,7 @@
 use crate::downstream::io::Activity;
 use crate::facts::TlsFacts;
 use crate::gateway::{Gateway, Generation};
+use crate::upstream::tunnel::TunnelSlot;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -31,4 +32,6 @@ pub struct ConnContext {
     pub activity: Arc<Activity>,
     /// Origin requests this connection may have at once (`max_upstream_requests_per_connection`).
     pub upstream_slots: Arc<tokio::sync::Semaphore>,
+    /// An HTTP/1.1 upgrade's origin side, left for the connection's task to copy to.
+    pub tunnels: TunnelSlot,
 }

@@ -155,6 +155,23 @@ impl Gateway {
         Some(ConnGuard(self.clone(), source))
     }
 
+    /// Counts an admitted connection against its source's limit once the source is known (a
+    /// PROXY protocol header names the client after the accept); false, counted as shed, when
+    /// that source already has `per_source` open. The guard releases it with the connection.
+    pub fn admit_source(&self, guard: &mut ConnGuard, per_source: usize, client: IpAddr) -> bool {
+        if per_source == 0 || guard.1.is_some() {
+            return true;
+        }
+        let source = Source::of(client);
+        if !self.sources.try_add(source, per_source) {
+            self.metrics.connections_shed.inc();
+            self.metrics.connections_shed_per_source.inc();
+            return false;
+        }
+        guard.1 = Some(source);
+        true
+    }
+
     /// Starts a graceful shutdown: listeners stop accepting, connections finish and close.
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);

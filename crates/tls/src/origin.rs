@@ -132,12 +132,13 @@ impl OriginTls {
     }
 
     /// Runs the handshake with the server at `host` (bare: no brackets) over `stream`; `key`
-    /// names the server for resumption (its `host:port`).
+    /// names the server for resumption (its `host:port`); `http1_only` offers `http/1.1` alone.
     pub async fn connect<S>(
         &self,
         stream: S,
         host: &str,
         key: &Arc<str>,
+        http1_only: bool,
     ) -> Result<(SslStream<S>, OriginHandshake), OriginTlsError>
     where
         S: AsyncRead + AsyncWrite + Unpin + std::fmt::Debug,
@@ -147,6 +148,11 @@ impl OriginTls {
         config.set_verify_hostname(self.verify);
         let mut ssl = config.into_ssl(name).map_err(OriginTlsError::Setup)?;
         ssl.set_ex_data(*SESSION_KEY, key.clone());
+        if http1_only {
+            // An upgrade (WebSocket) needs HTTP/1.1 whatever the group usually speaks.
+            ssl.set_alpn_protos(OriginAlpn::Http1.wire())
+                .map_err(OriginTlsError::Setup)?;
+        }
         if let Some(session) = self.sessions.lock().get(key) {
             // A session this connector made; one BoringSSL no longer accepts is just not resumed.
             let _ = crate::ffi::set_client_session(&mut ssl, session);

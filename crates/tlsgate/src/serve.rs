@@ -279,6 +279,7 @@ impl AdminHooks for Hooks {
         tlsgate_proxy::downstream::stapling::export_metrics(gw);
         control_plane::export_metrics(m);
         tlsgate_proxy::upstream::export_in_flight(gw);
+        tlsgate_proxy::upstream::health::export_metrics(gw);
         m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
         m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
     }

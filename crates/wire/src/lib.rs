@@ -4,8 +4,10 @@
 //! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
 //! - [`path`]: request-path normalisation before routing (percent-escapes, slashes, dot segments).
 //! - [`percent`]: the one percent-decoder (`%XX`, and `+` in form values).
+//! - [`proxy_protocol`]: the PROXY protocol header (v1 text, v2 binary) a load balancer sends first.
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
 pub mod path;
 pub mod percent;
+pub mod proxy_protocol;

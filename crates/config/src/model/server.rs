@@ -87,6 +87,14 @@ pub struct ListenerConfig {
     /// not); set: the operator asked for it, and a kernel that does not allow it is a WARN.
     #[serde(default)]
     pub tcp_fastopen: Option<u32>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from a load balancer,
+    /// whose source address then stands for the client's (logs, X-Forwarded-For, limits).
+    #[serde(default)]
+    pub proxy_protocol: bool,
+    /// With `proxy_protocol`: the networks (CIDR) the balancers connect from; connections from
+    /// anywhere else are closed at once. Required (non-empty) when `proxy_protocol` is on.
+    #[serde(default)]
+    pub proxy_protocol_from: Vec<Cidr>,
 }
 
 /// The TCP Fast Open queue length of a listener that does not set `tcp_fastopen`.
@@ -96,6 +104,11 @@ impl ListenerConfig {
     /// The TCP Fast Open queue length this listener asks the kernel for (0 = off).
     pub fn tfo_queue(&self) -> u32 {
         self.tcp_fastopen.unwrap_or(DEFAULT_TCP_FASTOPEN)
+    }
+
+    /// Whether a connection from `ip` may send this listener's PROXY protocol header.
+    pub fn proxy_protocol_trusts(&self, ip: std::net::IpAddr) -> bool {
+        self.proxy_protocol_from.iter().any(|c| c.contains(ip))
     }
 }
 

@@ -1,5 +1,6 @@
 //! `[[upstream]]`: groups of origin servers, their balancing policy, their timeouts, the HTTP
-//! version spoken to them and, for `https://` servers, `[upstream.tls]`.
+//! version spoken to them, for `https://` servers `[upstream.tls]`, and the active health checks
+//! of `[upstream.health_check]`.
 
 use crate::duration::Duration;
 use serde::Deserialize;
@@ -40,6 +41,12 @@ pub struct UpstreamConfig {
     /// A server whose connection failed is skipped for this long.
     #[serde(default = "default_fail_timeout")]
     pub fail_timeout: Duration,
+    /// An upgraded connection (WebSocket) with no byte either way for this long is closed.
+    #[serde(default = "default_tunnel_idle")]
+    pub tunnel_idle_timeout: Duration,
+    /// Active HTTP health checks of every server of the group (off by default).
+    #[serde(default)]
+    pub health_check: HealthCheckConfig,
 }
 
 fn default_balance() -> Balance {
@@ -56,6 +63,9 @@ fn default_idle_timeout() -> Duration {
 }
 fn default_max_idle() -> usize {
     64
+}
+fn default_tunnel_idle() -> Duration {
+    Duration::from_secs(3600)
 }
 fn default_fail_timeout() -> Duration {
     Duration::from_secs(10)
@@ -143,4 +153,223 @@ fn default_true() -> bool {
 
 fn default_origin_groups() -> Vec<String> {
     ["X25519MLKEM768", "X25519", "P-256"].map(String::from).to_vec()
+}
+
+/// `[upstream.health_check]`: a GET sent to every server of the group each `interval`, on a
+/// connection of its own; `fall` failed probes in a row take a server out of the rotation, `rise`
+/// passed probes in a row bring it back.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckConfig {
+    /// Probe the servers. Off: servers are only skipped for `fail_timeout` after a failed connect.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Path (and query) of the probe request.
+    #[serde(default = "default_health_path")]
+    pub path: String,
+    /// Time between two probes of a server.
+    #[serde(default = "default_health_interval")]
+    pub interval: Duration,
+    /// Longest a probe may take (connect, TLS handshake, response header); later is a failure.
+    #[serde(default = "default_health_timeout")]
+    pub timeout: Duration,
+    /// Response statuses that pass: one (`200`, `"204"`) or an inclusive range (`"200-399"`).
+    #[serde(default = "default_expect_status")]
+    pub expect_status: StatusRange,
+    /// Passed probes in a row that bring an unhealthy server back.
+    #[serde(default = "default_rise")]
+    pub rise: u32,
+    /// Failed probes in a row that take a healthy server out.
+    #[serde(default = "default_fall")]
+    pub fall: u32,
+    /// `Host` of the probe request (default: the server's `host:port`).
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+impl Default for HealthCheckConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            path: default_health_path(),
+            interval: default_health_interval(),
+            timeout: default_health_timeout(),
+            expect_status: default_expect_status(),
+            rise: default_rise(),
+            fall: default_fall(),
+            host: None,
+        }
+    }
+}
+
+fn default_health_path() -> String {
+    "/healthz".into()
+}
+fn default_health_interval() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_health_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_expect_status() -> StatusRange {
+    StatusRange::new(200, 399)
+}
+fn default_rise() -> u32 {
+    2
+}
+fn default_fall() -> u32 {
+    3
+}
+
+/// An inclusive range of HTTP status codes, written `200`, `"204"` or `"200-399"`. Parsing takes
+/// any two numbers; validation checks that they are statuses (100-599) in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusRange {
+    low: u16,
+    high: u16,
+}
+
+impl StatusRange {
+    /// `low..=high`.
+    pub const fn new(low: u16, high: u16) -> Self {
+        Self { low, high }
+    }
+
+    /// The first status of the range.
+    pub const fn low(self) -> u16 {
+        self.low
+    }
+
+    /// The last status of the range.
+    pub const fn high(self) -> u16 {
+        self.high
+    }
+
+    /// Whether `status` is in the range.
+    pub const fn contains(self, status: u16) -> bool {
+        self.low <= status && status <= self.high
+    }
+
+    /// Reads `"200"` or `"200-399"` (spaces around the numbers allowed); `None` unless it is one
+    /// number or two joined by `-`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let number = |t: &str| {
+            let t = t.trim();
+            (!t.is_empty() && t.len() <= 5 && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse::<u16>().ok())
+                .flatten()
+        };
+        match text.split_once('-') {
+            Some((low, high)) => Some(Self::new(number(low)?, number(high)?)),
+            None => number(text).map(|n| Self::new(n, n)),
+        }
+    }
+}
+
+/// `200` or `200-399`.
+impl std::fmt::Display for StatusRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.low == self.high {
+            write!(f, "{}", self.low)
+        } else {
+            write!(f, "{}-{}", self.low, self.high)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StatusRange {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = StatusRange;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a status (200) or a range of statuses (\"200-399\")")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<StatusRange, E> {
+                u16::try_from(v)
+                    .map(|n| StatusRange::new(n, n))
+                    .map_err(|_| E::custom(format!("status {v} is not in 100-599")))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<StatusRange, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StatusRange, E> {
+                StatusRange::parse(v).ok_or_else(|| {
+                    E::custom(format!(
+                        "invalid status range {v:?}; write a status (\"200\") or a range (\"200-399\")"
+                    ))
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct T {
+        s: StatusRange,
+    }
+
+    fn read(value: &str) -> Result<StatusRange, String> {
+        toml::from_str::<T>(&format!("s = {value}"))
+            .map(|t| t.s)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn status_ranges_read_as_one_status_or_two_numbers() {
+        assert_eq!(read("200"), Ok(StatusRange::new(200, 200)));
+        assert_eq!(read("\"204\""), Ok(StatusRange::new(204, 204)));
+        assert_eq!(read("\"200-399\""), Ok(StatusRange::new(200, 399)));
+        assert_eq!(read("\" 200 - 299 \""), Ok(StatusRange::new(200, 299)));
+        // Out of order or out of 100-599 parses; validation names the field.
+        assert_eq!(read("\"399-200\""), Ok(StatusRange::new(399, 200)));
+        for bad in [
+            "\"2xx\"",
+            "\"\"",
+            "\"200-\"",
+            "\"-200\"",
+            "\"1-2-3\"",
+            "\"+200\"",
+            "\"99999\"",
+            "-1",
+            "70000",
+            "2.5",
+        ] {
+            assert!(read(bad).is_err(), "{bad} was accepted");
+        }
+        assert!(read("\"2xx\"").unwrap_err().contains("invalid status range \"2xx\""));
+        let r = StatusRange::new(200, 399);
+        assert!(r.contains(200) && r.contains(399) && !r.contains(199) && !r.contains(400));
+        assert_eq!(
+            (r.to_string(), StatusRange::new(204, 204).to_string()),
+            ("200-399".into(), "204".into())
+        );
+    }
+
+    #[test]
+    fn health_checks_are_off_by_default_with_the_documented_defaults() {
+        let u: UpstreamConfig = toml::from_str("name = \"a\"\nservers = [\"h:1\"]").unwrap();
+        let h = &u.health_check;
+        assert_eq!(*h, HealthCheckConfig::default());
+        assert!(!h.enabled);
+        assert_eq!(
+            (h.path.as_str(), h.rise, h.fall, h.host.as_deref()),
+            ("/healthz", 2, 3, None)
+        );
+        assert_eq!((h.interval.get().as_secs(), h.timeout.get().as_secs()), (5, 2));
+        assert_eq!(h.expect_status, StatusRange::new(200, 399));
+        let e = toml::from_str::<UpstreamConfig>("name = \"a\"\nservers = []\n[health_check]\nenable = true")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `enable`"), "{e}");
+    }
 }

@@ -2,7 +2,7 @@
 //! connections, the sockets clients reach, and the SETTINGS announced to HTTP/2 clients.
 
 use crate::issue::Issue;
-use crate::model::{Config, Http2Config, ListenerKind};
+use crate::model::{Config, Http2Config, ListenerConfig, ListenerKind};
 use std::collections::HashSet;
 
 /// `[server]` limits and timeouts, and an admin listener that must stay on loopback.
@@ -89,6 +89,7 @@ pub(super) fn check_listeners(config: &Config, issues: &mut Vec<Issue>) {
                 "must be 301, 302, 307 or 308",
             ));
         }
+        check_proxy_protocol(i, l, issues);
         if Some(l.listen) == config.admin.listen {
             issues.push(Issue::error(
                 format!("listener[{i}].listen"),
@@ -101,6 +102,28 @@ pub(super) fn check_listeners(config: &Config, issues: &mut Vec<Issue>) {
             "listener",
             "no https listener: tlsgate will only redirect",
         ));
+    }
+}
+
+/// `proxy_protocol`: never without the balancers' networks (else anyone could name any client
+/// address), and a source list that trusts everyone or does nothing is called out.
+fn check_proxy_protocol(i: usize, l: &ListenerConfig, issues: &mut Vec<Issue>) {
+    let field = format!("listener[{i}].proxy_protocol_from");
+    if l.proxy_protocol && l.proxy_protocol_from.is_empty() {
+        issues.push(Issue::error(
+            field,
+            "required with proxy_protocol = true: the networks of the load balancers that send the \
+             header (a listener never takes a client address from just anyone)",
+        ));
+    } else if !l.proxy_protocol && !l.proxy_protocol_from.is_empty() {
+        issues.push(Issue::warning(field, "has no effect without proxy_protocol = true"));
+    } else if l.proxy_protocol {
+        if let Some(all) = l.proxy_protocol_from.iter().find(|c| c.to_string().ends_with("/0")) {
+            issues.push(Issue::warning(
+                field,
+                format!("{all} lets any host that reaches this listener claim any client address"),
+            ));
+        }
     }
 }
 
@@ -181,6 +204,50 @@ mod tests {
             let field = format!("admin.allowed_hosts[{good}]");
             assert!(!errs.iter().any(|e| e.contains(&field)), "{field}: {errs:?}");
         }
+    }
+
+    #[test]
+    fn proxy_protocol_needs_the_balancers_networks() {
+        use crate::validate::{validate, Severity};
+        let mut c = parse(MINIMAL);
+        c.listeners[0].proxy_protocol = true;
+        let errs = errors(&c);
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("listener[0].proxy_protocol_from") && e.contains("required")),
+            "{errs:?}"
+        );
+        c.listeners[0].proxy_protocol_from = vec!["10.0.0.0/8".parse().unwrap()];
+        assert!(validate(&c).iter().all(|i| !i.field.contains("proxy_protocol")));
+        assert!(c.listeners[0].proxy_protocol_trusts("10.1.2.3".parse().unwrap()));
+        assert!(c.listeners[0].proxy_protocol_trusts("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!c.listeners[0].proxy_protocol_trusts("127.0.0.1".parse().unwrap()));
+        let warned = |c: &crate::model::Config| {
+            validate(c)
+                .into_iter()
+                .any(|i| i.severity == Severity::Warning && i.field == "listener[0].proxy_protocol_from")
+        };
+        assert!(!warned(&c));
+        c.listeners[0].proxy_protocol_from.push("::/0".parse().unwrap());
+        assert!(warned(&c), "a source list that trusts everyone");
+        c.listeners[0].proxy_protocol = false;
+        assert!(warned(&c), "a source list without proxy_protocol");
+        assert!(errors(&c).iter().all(|e| !e.contains("proxy_protocol")));
+    }
+
+    #[test]
+    fn proxy_protocol_fields_parse_and_bad_networks_are_refused() {
+        let text = MINIMAL.replace(
+            "listen = \"127.0.0.1:8443\"",
+            "listen = \"127.0.0.1:8443\"\nproxy_protocol = true\nproxy_protocol_from = [\"127.0.0.1/32\", \"2001:db8::/32\"]",
+        );
+        let c = parse(&text);
+        assert!(c.listeners[0].proxy_protocol);
+        assert_eq!(c.listeners[0].proxy_protocol_from.len(), 2);
+        let bad = text.replace("127.0.0.1/32", "10.1.0.0/8");
+        assert!(crate::parse(&bad).is_err(), "host bits set below the prefix");
+        let defaults = parse(MINIMAL);
+        assert!(!defaults.listeners[0].proxy_protocol && defaults.listeners[0].proxy_protocol_from.is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `[[upstream]]`: unique names, at least one origin server (each one an address that
 //! `crate::address` accepts), timeouts above zero, a protocol the servers can speak, and an
 //! `[upstream.tls]` that can be built (both halves of a client certificate, known groups, a
-//! valid name).
+//! valid name), and `[upstream.health_check]` settings a probe can run with.
 
 use super::servers;
 use crate::address::OriginAddr;
@@ -31,6 +31,7 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
             issues.push(Issue::error(format!("{at}.header_timeout"), "must be above zero"));
         }
         check_tls(&at, u, issues);
+        check_health(&at, u, issues);
     }
 }
 
@@ -105,6 +106,170 @@ fn check_tls(at: &str, u: &UpstreamConfig, issues: &mut Vec<Issue>) {
                 format!("{at}.groups[{i}]"),
                 format!("unknown group {g:?}; known: {}", super::tls::KNOWN_GROUPS.join(", ")),
             ));
+        }
+    }
+}
+
+/// `[upstream.health_check]`: an interval above zero and a timeout within it, `rise` and `fall` of
+/// at least one, a request path and `Host` that can be sent, a range of real statuses. Checked
+/// when `enabled` is off too (a reload may turn it on); settings given while it is off are a
+/// warning.
+fn check_health(at: &str, u: &UpstreamConfig, issues: &mut Vec<Issue>) {
+    let h = &u.health_check;
+    let at = format!("{at}.health_check");
+    if !h.enabled && *h != crate::model::HealthCheckConfig::default() {
+        issues.push(Issue::warning(
+            format!("{at}.enabled"),
+            "health-check settings are given but enabled = false: no server is probed",
+        ));
+    }
+    let (interval, timeout) = (h.interval.get(), h.timeout.get());
+    if interval.is_zero() {
+        issues.push(Issue::error(format!("{at}.interval"), "must be above zero"));
+    }
+    if timeout.is_zero() {
+        issues.push(Issue::error(format!("{at}.timeout"), "must be above zero"));
+    } else if timeout > interval && !interval.is_zero() {
+        issues.push(Issue::error(
+            format!("{at}.timeout"),
+            format!(
+                "{} is longer than interval ({}): a probe must end before the next one starts",
+                h.timeout, h.interval
+            ),
+        ));
+    }
+    for (field, value) in [("rise", h.rise), ("fall", h.fall)] {
+        if value == 0 {
+            issues.push(Issue::error(format!("{at}.{field}"), "must be at least 1"));
+        }
+    }
+    if !h.path.starts_with('/') {
+        issues.push(Issue::error(
+            format!("{at}.path"),
+            format!("{:?} must start with '/'", h.path),
+        ));
+    } else if let Some(c) = h.path.chars().find(|c| !is_path_char(*c)) {
+        issues.push(Issue::error(
+            format!("{at}.path"),
+            format!("{:?} contains {c:?}; percent-encode it (RFC 3986)", h.path),
+        ));
+    }
+    let status = h.expect_status;
+    if !(100..=599).contains(&status.low()) || !(100..=599).contains(&status.high()) {
+        issues.push(Issue::error(
+            format!("{at}.expect_status"),
+            format!("{status}: statuses are 100-599"),
+        ));
+    } else if status.low() > status.high() {
+        issues.push(Issue::error(
+            format!("{at}.expect_status"),
+            format!("{status}: the first status is above the last"),
+        ));
+    }
+    if let Some(host) = &h.host {
+        if let Err(e) = crate::address::split_authority(host) {
+            issues.push(Issue::error(format!("{at}.host"), format!("{host:?}: {e}")));
+        }
+    }
+}
+
+/// A character a request path and query may hold as is: RFC 3986 `pchar`, `/`, `?` and the `%`
+/// of an escape.
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?%".contains(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::validate::test_config::{errors, parse, MINIMAL};
+    use crate::validate::{validate, Severity};
+
+    fn with_health(table: &str) -> crate::model::Config {
+        parse(&format!(
+            "{MINIMAL}\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8080\"]\n[upstream.health_check]\n{table}"
+        ))
+    }
+
+    fn health_errors(table: &str) -> Vec<String> {
+        errors(&with_health(table))
+            .into_iter()
+            .filter(|e| e.contains("health_check"))
+            .collect()
+    }
+
+    #[test]
+    fn sound_health_checks_pass() {
+        for table in [
+            "enabled = true",
+            "enabled = true\ninterval = \"200ms\"\ntimeout = \"200ms\"\nrise = 1\nfall = 1",
+            "enabled = true\npath = \"/status?full=1&x=%2F\"\nexpect_status = 204\nhost = \"app.internal:8443\"",
+            "enabled = true\nexpect_status = \"100-599\"\nhost = \"[::1]\"",
+        ] {
+            assert_eq!(health_errors(table), Vec::<String>::new(), "{table}");
+        }
+        let warnings = |table: &str| {
+            validate(&with_health(table))
+                .into_iter()
+                .filter(|i| i.severity == Severity::Warning && i.field.contains("health_check"))
+                .count()
+        };
+        assert_eq!(warnings("enabled = true\nrise = 5"), 0);
+        assert_eq!(warnings("enabled = false"), 0);
+        assert_eq!(warnings("rise = 5"), 1, "settings without enabled = true are unused");
+    }
+
+    #[test]
+    fn each_bad_health_check_setting_is_named() {
+        let cases = [
+            (
+                "interval = \"0s\"",
+                "upstream[0].health_check.interval: must be above zero",
+            ),
+            (
+                "timeout = \"0s\"",
+                "upstream[0].health_check.timeout: must be above zero",
+            ),
+            (
+                "interval = \"1s\"\ntimeout = \"2s\"",
+                "upstream[0].health_check.timeout: 2s is longer than interval (1s)",
+            ),
+            ("rise = 0", "upstream[0].health_check.rise: must be at least 1"),
+            ("fall = 0", "upstream[0].health_check.fall: must be at least 1"),
+            (
+                "path = \"healthz\"",
+                "upstream[0].health_check.path: \"healthz\" must start with '/'",
+            ),
+            ("path = \"\"", "upstream[0].health_check.path: \"\" must start with '/'"),
+            (
+                "path = \"/a b\"",
+                "upstream[0].health_check.path: \"/a b\" contains ' '",
+            ),
+            (
+                "path = \"/a#b\"",
+                "upstream[0].health_check.path: \"/a#b\" contains '#'",
+            ),
+            (
+                "expect_status = 99",
+                "upstream[0].health_check.expect_status: 99: statuses are 100-599",
+            ),
+            (
+                "expect_status = \"200-600\"",
+                "upstream[0].health_check.expect_status: 200-600: statuses are 100-599",
+            ),
+            (
+                "expect_status = \"399-200\"",
+                "upstream[0].health_check.expect_status: 399-200: the first status is above the last",
+            ),
+            ("host = \"a b\"", "upstream[0].health_check.host: \"a b\""),
+            ("host = \"h:99999\"", "upstream[0].health_check.host: \"h:99999\""),
+            ("host = \"\"", "upstream[0].health_check.host: \"\""),
+        ];
+        for (line, want) in cases {
+            for enabled in ["enabled = true", "enabled = false"] {
+                let errs = health_errors(&format!("{enabled}\n{line}"));
+                assert_eq!(errs.len(), 1, "{line}: {errs:?}");
+                assert!(errs[0].contains(want), "{line}: want {want:?} in {errs:?}");
+            }
         }
     }
 }

@@ -53,11 +53,12 @@ pub async fn serve_tls(
         upstream_slots: Arc::new(tokio::sync::Semaphore::new(
             generation.config.server.max_upstream_requests_per_connection,
         )),
+        tunnels: Default::default(),
     });
-    let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
+        let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
         http2::serve(
             tls,
             service,
@@ -69,6 +70,18 @@ pub async fn serve_tls(
         )
         .await;
     } else {
-        http1::serve(tls, service, server, activity, &gateway.metrics, shutdown).await;
+        // Boxed: hyper's manual upgrade (`poll_without_shutdown`) wants an `Unpin` future.
+        let tunnels = ctx.clone();
+        let service = hyper::service::service_fn(move |req| Box::pin(handle(ctx.clone(), req)));
+        http1::serve(
+            tls,
+            service,
+            server,
+            activity,
+            &gateway.metrics,
+            shutdown,
+            &tunnels.tunnels,
+        )
+        .await;
     }
 }

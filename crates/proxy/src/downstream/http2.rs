@@ -35,7 +35,9 @@ pub async fn serve<S>(
         .max_frame_size(h2c.max_frame_size)
         .header_table_size(h2c.header_table_size)
         .keep_alive_interval(h2c.keep_alive_interval.map(|d| d.get()))
-        .keep_alive_timeout(h2c.keep_alive_timeout.get());
+        .keep_alive_timeout(h2c.keep_alive_timeout.get())
+        // RFC 8441: WebSocket over an HTTP/2 stream (extended CONNECT), see upstream::tunnel.
+        .enable_connect_protocol();
     drive(
         b.serve_connection(TokioIo::new(FrameWatch::new(tls, activity.clone())), service),
         activity,

@@ -5,8 +5,12 @@
 //! sockets get TCP_NODELAY. Past `max_connections`, new connections are closed at once (shed).
 //! With `tcp_fastopen`, each socket also accepts data in the SYN from clients holding a TFO
 //! cookie; connections that used it are counted (`tlsgate_tfo_accepted_total`).
+//! On a `proxy_protocol` listener only sources in `proxy_protocol_from` are served, and each
+//! connection's PROXY protocol header is read first (`proxy_header`): its client address is the
+//! connection's peer from then on, and the one the per-source limit counts.
 
-use crate::gateway::Gateway;
+use crate::downstream::proxy_header::{self, ProxyProtocolError};
+use crate::gateway::{ConnGuard, Gateway};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -163,6 +167,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
     };
     let mut shutdown = gateway.shutdown_signal();
     let label = tlsgate_admin::metrics::intern(&config.listen.to_string());
+    let config = Arc::new(config);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -184,7 +189,16 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
                 g.config.server.max_connections_per_source,
             )
         };
-        let Some(guard) = gateway.admit(limit, per_source, peer.ip()) else {
+        if config.proxy_protocol && !config.proxy_protocol_trusts(peer.ip()) {
+            let refused = ProxyProtocolError::UntrustedSource(peer.ip());
+            proxy_header::refused(&gateway.metrics, peer, &refused);
+            drop(tcp);
+            continue;
+        }
+        // Behind a balancer the socket's source is the balancer: the client's source is counted
+        // once the header names it.
+        let socket_per_source = if config.proxy_protocol { 0 } else { per_source };
+        let Some(guard) = gateway.admit(limit, socket_per_source, peer.ip()) else {
             tracing::debug!(%peer, limit, per_source, "connection limit reached; connection shed");
             drop(tcp);
             continue;
@@ -193,26 +207,70 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         // One getsockopt per connection, only on listeners with TFO on.
         let tfo = (config.tfo_queue() > 0 && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
         let gw = gateway.clone();
-        match config.kind {
-            ListenerKind::Https => {
-                tokio::spawn(crate::downstream::conn::serve_tls(gw, tcp, peer, guard, tfo));
-            }
-            ListenerKind::Redirect => {
-                if tfo.is_some() {
-                    let labels = tlsgate_admin::metrics::TfoLabels {
-                        listener: label,
-                        site: "-",
-                    };
-                    gw.metrics.tfo_accepted.get_or_create(&labels).inc();
-                }
-                tokio::spawn(crate::downstream::redirect::serve_redirect(
-                    gw,
-                    tcp,
-                    peer,
-                    guard,
-                    config.clone(),
-                ));
-            }
+        if config.kind == ListenerKind::Redirect && tfo.is_some() {
+            let labels = tlsgate_admin::metrics::TfoLabels {
+                listener: label,
+                site: "-",
+            };
+            gw.metrics.tfo_accepted.get_or_create(&labels).inc();
+        }
+        if config.proxy_protocol {
+            tokio::spawn(serve_proxied(gw, tcp, peer, guard, config.clone(), tfo, per_source));
+        } else {
+            serve(gw, tcp, peer, guard, &config, tfo);
+        }
+    }
+}
+
+/// Starts serving an accepted connection on its own task, by the listener's kind.
+fn serve(
+    gateway: Arc<Gateway>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    config: &ListenerConfig,
+    tfo: Option<&'static str>,
+) {
+    match config.kind {
+        ListenerKind::Https => {
+            tokio::spawn(crate::downstream::conn::serve_tls(gateway, tcp, peer, guard, tfo));
+        }
+        ListenerKind::Redirect => {
+            tokio::spawn(crate::downstream::redirect::serve_redirect(
+                gateway,
+                tcp,
+                peer,
+                guard,
+                config.clone(),
+            ));
+        }
+    }
+}
+
+/// Reads the PROXY protocol header of a connection from a trusted balancer (within the handshake
+/// timeout), counts the client it names against `per_source`, then serves the connection as
+/// coming from that client.
+async fn serve_proxied(
+    gateway: Arc<Gateway>,
+    mut tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    mut guard: ConnGuard,
+    config: Arc<ListenerConfig>,
+    tfo: Option<&'static str>,
+    per_source: usize,
+) {
+    let timeout = gateway.current().config.server.handshake_timeout.get();
+    let Ok(client) = proxy_header::accept(&mut tcp, peer, timeout, &gateway.metrics).await else {
+        return;
+    };
+    if !gateway.admit_source(&mut guard, per_source, client.ip()) {
+        tracing::debug!(%peer, %client, per_source, "the client's source has its limit of connections; connection shed");
+        return;
+    }
+    match config.kind {
+        ListenerKind::Https => crate::downstream::conn::serve_tls(gateway, tcp, client, guard, tfo).await,
+        ListenerKind::Redirect => {
+            crate::downstream::redirect::serve_redirect(gateway, tcp, client, guard, (*config).clone()).await;
         }
     }
 }
@@ -242,6 +300,8 @@ mod tests {
             https_port: None,
             redirect_status: 301,
             tcp_fastopen: Some(0),
+            proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
         };
         let group = super::bind_workers(&config("127.0.0.1:0".parse().unwrap()), 1).unwrap();
         let taken = group[0].local_addr().unwrap();

@@ -2,6 +2,7 @@
 
 use crate::body::{full, Body};
 use crate::context::ConnContext;
+use crate::downstream::io::Activity;
 use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
 use crate::gateway::Generation;
@@ -9,13 +10,31 @@ use crate::request::access_log::{AccessBody, RequestLog};
 use crate::request::check as request_check;
 use crate::request::router::Action;
 use crate::upstream::forwarding::Hop;
-use crate::upstream::{Downstream, FromOrigin};
+use crate::upstream::tunnel::Upgrade;
+use crate::upstream::{Downstream, FromOrigin, UpgradeRequest};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// Keeps an HTTP/2 stream's tunnel counted as a request in flight, so the connection's idle
+/// timeout leaves it alone while it runs (the tunnel has its own idle timeout).
+struct TunnelHold(Arc<Activity>);
+
+impl TunnelHold {
+    fn new(activity: &Arc<Activity>) -> Self {
+        activity.request_started();
+        Self(activity.clone())
+    }
+}
+
+impl Drop for TunnelHold {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}
 
 /// A short plain-text error response.
 pub fn error_response(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -93,9 +112,14 @@ async fn route_request(
             .body(full(f.body.clone()))
             .expect("fixed response parts are valid"),
         Action::Upstream(i) => {
-            let (Some(req), Some((path_and_query, authority))) = (slot.take(), forward) else {
+            let (Some(mut req), Some((path_and_query, authority))) = (slot.take(), forward) else {
                 return Err(ProxyError::BadRequest("no request"));
             };
+            let upgrade = Upgrade::wanted(&mut req).map(|upgrade| UpgradeRequest {
+                upgrade,
+                slot: &ctx.tunnels,
+                hold: Box::new(TunnelHold::new(&ctx.activity)),
+            });
             // One of the connection's origin slots, held until the response has been sent: a
             // client cannot pin more origin connections than that however many streams it opens.
             upstream.slot = ctx.upstream_slots.clone().acquire_owned().await.ok();
@@ -115,7 +139,10 @@ async fn route_request(
                 path_and_query: &path_and_query,
                 edits: &route.request_edits,
             };
-            group.forward(req, &down, &ctx.gateway.metrics, upstream).await
+            // Boxed: the forwarding state is most of a request's future, which hyper moves into
+            // a task of its own per HTTP/2 stream (measured: 5.6 KB unboxed, memmove ~3 % of an
+            // HTTP/2 proxy profile); requests the gateway answers itself never allocate it.
+            Box::pin(group.forward(req, &down, &ctx.gateway.metrics, upstream, upgrade)).await
         }
     };
     route.response_edits.apply(response.headers_mut());

@@ -1,6 +1,10 @@
 //! Server choice within a group: round robin or fewest requests in flight, skipping servers
-//! marked down (and one to exclude, for a retry), falling back to every server when all are
-//! down so that a group never refuses only because of stale marks.
+//! marked down (and one to exclude, for a retry). When all are down, it falls back to every
+//! server that the active health check does not find unhealthy, so that a group never refuses
+//! only because of stale passive marks (a failed connect is a guess that traffic must revisit);
+//! a server the active check found unhealthy is never picked (the check itself notices when it
+//! recovers), so a group whose servers all fail their check picks none: its requests get a 502 at
+//! once instead of piling up on dead origins.
 
 use super::server::UpstreamServer;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,11 +28,19 @@ impl Balancer {
     }
 
     /// Picks a server, skipping `exclude` and servers down at `now_ms` (if every server is
-    /// down, the one the policy would pick anyway); `None` when there is no other server at all.
+    /// down, the one the policy would pick among those that pass their active health check);
+    /// `None` when there is no other server at all, or no other that passes its active check.
     /// Allocates nothing: it runs once per forwarded request.
     pub fn pick(&self, servers: &[Arc<UpstreamServer>], now_ms: u64, exclude: Option<usize>) -> Option<usize> {
         let n = servers.len();
-        let usable = |i: usize, need_up: bool| Some(i) != exclude && (!need_up || servers[i].is_up(now_ms));
+        let usable = |i: usize, need_up: bool| {
+            Some(i) != exclude
+                && if need_up {
+                    servers[i].is_up(now_ms)
+                } else {
+                    servers[i].passes_check()
+                }
+        };
         let healthy = (0..n).filter(|&i| usable(i, true)).count();
         let need_up = healthy > 0;
         let count = if need_up {
@@ -48,5 +60,62 @@ impl Balancer {
                 .filter(|&i| usable(i, need_up))
                 .min_by_key(|&i| servers[i].in_flight()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tlsgate_config::OriginAddr;
+
+    fn servers(n: u16) -> Vec<Arc<UpstreamServer>> {
+        (1..=n)
+            .map(|port| {
+                let addr = OriginAddr::parse(&format!("127.0.0.1:{port}")).unwrap();
+                Arc::new(UpstreamServer::new(&addr).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn servers_failing_their_health_check_are_never_picked() {
+        for policy in [Balance::RoundRobin, Balance::LeastConn] {
+            let b = Balancer::new(policy);
+            let s = servers(3);
+            for server in &s {
+                server.set_health(true);
+            }
+            s[1].set_health(false);
+            assert!(
+                (0..6).all(|_| b.pick(&s, 0, None).is_some_and(|i| i != 1)),
+                "{policy:?}"
+            );
+            // Passive marks on every server that passes: the fallback still skips the unhealthy one.
+            s[0].mark_down_until(u64::MAX);
+            s[2].mark_down_until(u64::MAX);
+            assert!(
+                (0..6).all(|_| b.pick(&s, 0, None).is_some_and(|i| i != 1)),
+                "{policy:?}"
+            );
+            assert_eq!(b.pick(&s, 0, Some(0)), Some(2));
+            // Every server unhealthy: none, so the request fails at once.
+            s[0].set_health(false);
+            s[2].set_health(false);
+            assert_eq!(b.pick(&s, 0, None), None, "{policy:?}");
+            // Back: picked again.
+            s[1].set_health(true);
+            assert_eq!(b.pick(&s, 0, None), Some(1), "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn without_health_checks_all_down_still_picks_one() {
+        let b = Balancer::new(Balance::RoundRobin);
+        let s = servers(2);
+        assert_eq!(s[0].health(), None);
+        s[0].mark_down_until(u64::MAX);
+        s[1].mark_down_until(u64::MAX);
+        assert!(b.pick(&s, 0, None).is_some());
+        assert_eq!(b.pick(&s, 0, Some(0)), Some(1));
     }
 }

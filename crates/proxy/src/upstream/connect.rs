@@ -77,13 +77,14 @@ impl Classify for ConnectError {
 }
 
 /// Opens a connection to `host:port` (`key` is `host:port` as configured, for errors and TLS
-/// resumption), with TLS when `tls` is given.
+/// resumption), with TLS when `tls` is given (offering only `http/1.1` when `http1_only`).
 pub async fn open(
     host: &str,
     port: u16,
     key: &Arc<str>,
     tls: Option<&OriginTls>,
     timeout: Duration,
+    http1_only: bool,
 ) -> Result<(Transport, Option<OriginHandshake>), ConnectError> {
     let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
         Ok(Ok(tcp)) => tcp,
@@ -105,7 +106,7 @@ pub async fn open(
     let Some(tls) = tls else {
         return Ok((Transport::Plain { tcp }, None));
     };
-    let handshake = tokio::time::timeout(timeout, tls.connect(tcp, host, key)).await;
+    let handshake = tokio::time::timeout(timeout, tls.connect(tcp, host, key, http1_only)).await;
     match handshake {
         Ok(Ok((tls, info))) => Ok((Transport::Tls { tls }, Some(info))),
         Ok(Err(source)) => Err(ConnectError::Tls {

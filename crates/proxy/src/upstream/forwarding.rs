@@ -62,6 +62,13 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(PROXY_AUTHORIZATION);
 }
 
+/// A gRPC request: its content type is `application/grpc` or `application/grpc+...`.
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
 /// True when a `TE` header of the request lists `trailers`.
 fn accepts_trailers(headers: &HeaderMap) -> bool {
     headers

@@ -6,20 +6,25 @@
 //! Beside the group: [`server`] (one origin, its connections and its passive-health mark),
 //! [`balance`] (server choice), [`connect`] (TCP and TLS to one server), [`pool`] (the
 //! connections kept, and sending on them), [`forwarding`] (which headers go to the origin and
-//! back) and [`request_body`] (the request body's send watch and timeouts).
+//! back), [`request_body`] (the request body's send watch and timeouts), [`tunnel`] (upgrades:
+//! WebSocket), [`health`] (active health checks) and `background` (the thread probes and idle
+//! sweeps run on).
 
+mod background;
 pub mod balance;
 pub mod connect;
 pub mod forwarding;
+pub mod health;
 pub mod pool;
 pub mod request_body;
 pub mod server;
+pub mod tunnel;
 
 use crate::body::{full, Body, BoxError, Guarded};
 use crate::error::{ProxyError, Side};
 use crate::facts::UpstreamFacts;
 use crate::request::router::Edits;
-use crate::upstream::forwarding::{prepare_request, strip_hop_by_hop, Hop};
+use crate::upstream::forwarding::{is_grpc, prepare_request, strip_hop_by_hop, Hop};
 use crate::upstream::request_body::{SendState, TrackedBody};
 use balance::Balancer;
 use bytes::Bytes;
@@ -46,12 +51,24 @@ pub struct UpstreamGroup {
     pool: Arc<OriginPool>,
     header_timeout: Duration,
     fail_timeout: Duration,
+    tunnel_idle: Duration,
     epoch: Instant,
 }
 
 /// Marks a response that came from an origin (not made by the gateway), in its extensions.
 #[derive(Debug, Clone, Copy)]
 pub struct FromOrigin;
+
+/// A client's upgrade request: what it asked for, where an HTTP/1.1 connection's tunnel goes,
+/// and what an HTTP/2 tunnel holds while it runs (the connection's in-flight mark).
+pub struct UpgradeRequest<'a> {
+    /// The upgrade asked for.
+    pub upgrade: tunnel::Upgrade,
+    /// The client connection's tunnel slot.
+    pub slot: &'a tunnel::TunnelSlot,
+    /// Held by an HTTP/2 stream's tunnel until it ends.
+    pub hold: Box<dyn Send>,
+}
 
 /// Everything the forwarder needs to know about the client side of a request.
 pub struct Downstream<'a> {
@@ -88,7 +105,8 @@ impl UpstreamGroup {
         let label = tlsgate_admin::metrics::intern(&config.name);
         let any_tls = servers.iter().any(|s| s.tls);
         let pool = Arc::new(OriginPool::new(config, any_tls, field, label)?);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        health::spawn(config, label, &pool, &servers);
+        if let Some(runtime) = background::runtime() {
             runtime.spawn(sweep(Arc::downgrade(&pool), servers.clone()));
         }
         Ok(Self {
@@ -99,6 +117,7 @@ impl UpstreamGroup {
             pool,
             header_timeout: config.header_timeout.get(),
             fail_timeout: config.fail_timeout.get(),
+            tunnel_idle: config.tunnel_idle_timeout.get(),
             epoch: Instant::now(),
         })
     }
@@ -121,10 +140,11 @@ impl UpstreamGroup {
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
+        upgrade: Option<UpgradeRequest<'_>>,
     ) -> Response<Body> {
         facts.group = Some(self.label);
         let grpc = is_grpc(req.headers());
-        match self.try_forward(req, down, metrics, facts).await {
+        match self.try_forward(req, down, metrics, facts, upgrade).await {
             Ok(resp) => resp,
             Err(e) if grpc => e.grpc_response(),
             Err(e) => e.response(),
@@ -137,11 +157,15 @@ impl UpstreamGroup {
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
+        mut upgrade: Option<UpgradeRequest<'_>>,
     ) -> Result<Response<Body>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         let retryable = http_body::Body::is_end_stream(&body);
         let mut body = Some(body);
         prepare_request(&mut parts.headers, &down.hop, down.edits);
+        if let Some(u) = &upgrade {
+            u.upgrade.shape(&mut parts);
+        }
         if self.servers.is_empty() {
             tracing::warn!(upstream = %self.name, "upstream group has no servers");
             self.count_error(metrics, ProxyError::NoUpstreamServer.kind());
@@ -181,7 +205,7 @@ impl UpstreamGroup {
             let in_flight = InFlight::enter(self, idx);
             // The response-header timeout starts once the body has been sent (a slow upload is
             // not the origin's fault); a body that stops moving is timed out on its own.
-            let send = self.pool.send(server, out, shape, metrics);
+            let send = self.pool.send(server, out, shape, metrics, upgrade.is_some());
             let result = if sent.is_done() {
                 // No body to watch (most requests): the thread's shared timer, not a timer-wheel
                 // entry per request.
@@ -202,9 +226,21 @@ impl UpstreamGroup {
                         .upstream_duration
                         .get_or_create(&labels)
                         .observe(started.elapsed().as_secs_f64());
+                    let mut resp = resp;
+                    let switched = resp.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+                    let origin_side = switched.then(|| hyper::upgrade::on(&mut resp));
+                    // The protocol switched to, before hop-by-hop removal takes `Upgrade`.
+                    let switched_to = resp.headers().get(header::UPGRADE).cloned();
                     let (mut rparts, rbody) = resp.into_parts();
                     strip_hop_by_hop(&mut rparts.headers);
                     rparts.extensions.insert(FromOrigin);
+                    if let (Some(origin), Some(u)) = (origin_side, upgrade.take()) {
+                        let resp = Response::from_parts(rparts, full(Bytes::new()));
+                        drop(in_flight);
+                        return Ok(u
+                            .upgrade
+                            .accept(resp, switched_to, origin, u.slot, self.tunnel_idle, u.hold));
+                    }
                     return Ok(Response::from_parts(
                         rparts,
                         Guarded::new(rbody, in_flight)
@@ -299,13 +335,6 @@ fn shape(req: &mut Request<Body>, wire: Wire, server: &UpstreamServer, path: &Ur
             }
         }
     }
-}
-
-/// A gRPC request: its content type is `application/grpc` or `application/grpc+...`.
-fn is_grpc(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 /// Closes the group's idle connections that outlived `idle_timeout`, until the group is gone.

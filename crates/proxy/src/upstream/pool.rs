@@ -13,6 +13,7 @@
 //!   origin closed the idle connection at that moment) goes again on a fresh connection.
 
 use super::connect::{self, ConnectError};
+use super::forwarding::is_grpc;
 use super::server::UpstreamServer;
 use crate::body::Body;
 use http::{Request, Response};
@@ -73,6 +74,9 @@ pub enum SendError {
     /// The exchange failed after the request was (perhaps partly) sent.
     #[error("exchange with the origin failed: {0}")]
     Exchange(#[source] hyper::Error),
+    /// An upgrade (WebSocket) was asked of a group that speaks only HTTP/2 to its servers.
+    #[error("upgrades need HTTP/1.1 to the origin (protocol = \"http1\" or \"auto\")")]
+    Http1Needed,
 }
 
 impl Classify for SendError {
@@ -84,6 +88,7 @@ impl Classify for SendError {
         match self {
             Self::Connect(e) => e.kind(),
             Self::Exchange(_) => "protocol",
+            Self::Http1Needed => "upgrade_needs_http1",
         }
     }
 
@@ -144,6 +149,11 @@ impl OriginPool {
         })
     }
 
+    /// The group's TLS client (`None` when no server is `https://`), for the health checks.
+    pub(crate) fn tls(&self) -> Option<&OriginTls> {
+        self.tls.as_ref()
+    }
+
     /// The HTTP version `server` is spoken to with, when known before connecting.
     pub fn wire(&self, server: &UpstreamServer) -> Option<Wire> {
         match self.protocol {
@@ -166,8 +176,14 @@ impl OriginPool {
         mut req: Request<Body>,
         shape: impl Fn(&mut Request<Body>, Wire),
         metrics: &Metrics,
+        http1_only: bool,
     ) -> Result<Response<OriginBody>, SendError> {
-        match self.wire(server) {
+        let wire = self.wire(server);
+        if http1_only && self.protocol == UpstreamProtocol::Http2 {
+            discard_unsent(req);
+            return Err(SendError::Http1Needed);
+        }
+        match wire.filter(|w| !http1_only || *w == Wire::Http1) {
             Some(Wire::Http1) => {
                 // Reused connections first; one that turns the request away unsent is dropped.
                 while let Some(mut sender) = self.checkout_h1(server).await {
@@ -197,7 +213,15 @@ impl OriginPool {
             None => {}
         }
         let refused = |e| refused(server, e);
-        match self.connect(server, metrics).await? {
+        // Boxed: TCP + TLS handshake state is large and only new connections need it.
+        let fresh = match Box::pin(self.connect(server, metrics, http1_only)).await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                discard_unsent(req);
+                return Err(e);
+            }
+        };
+        match fresh {
             Fresh::Http1(mut sender) => {
                 shape(&mut req, Wire::Http1);
                 let resp = sender.send_request(req).await.map_err(refused)?;
@@ -235,7 +259,9 @@ impl OriginPool {
         sender: http1::SendRequest<Body>,
         resp: Response<Incoming>,
     ) -> Response<OriginBody> {
-        let reuse = (self.max_idle > 0).then(|| Reuse {
+        // A connection switched to another protocol (101) is never reused.
+        let reusable = self.max_idle > 0 && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS;
+        let reuse = reusable.then(|| Reuse {
             pool: self.clone(),
             server: server.clone(),
             sender,
@@ -273,10 +299,12 @@ impl OriginPool {
     }
 
     /// Opens a connection to `server` and runs the HTTP handshake of the wire it speaks.
-    async fn connect(&self, server: &UpstreamServer, metrics: &Metrics) -> Result<Fresh, SendError> {
+    async fn connect(&self, server: &UpstreamServer, metrics: &Metrics, http1_only: bool) -> Result<Fresh, SendError> {
         let tls = if server.tls { self.tls.as_ref() } else { None };
-        let (io, handshake) = connect::open(&server.host, server.port, &server.key, tls, self.connect_timeout).await?;
+        let timeout = self.connect_timeout;
+        let (io, handshake) = connect::open(&server.host, server.port, &server.key, tls, timeout, http1_only).await?;
         let h2 = match (self.protocol, handshake) {
+            _ if http1_only => false,
             (UpstreamProtocol::Http2, _) => true,
             (UpstreamProtocol::Auto, Some(hs)) => {
                 let learnt = if hs.h2 { LEARNT_H2 } else { LEARNT_H1 };
@@ -324,6 +352,35 @@ fn refused(server: &UpstreamServer, e: hyper::Error) -> SendError {
         }),
         _ => SendError::Exchange(e),
     }
+}
+
+/// A request that never left: its body is read and dropped in the background (at most 1 MiB or
+/// 5 s, like the discard of requests the gateway answers itself), so that a client still
+/// uploading reads the error response instead of a stream reset in the middle of its upload
+/// (curl 7.88 drops an HTTP/2 response followed by `RST_STREAM(NO_ERROR)`). Not for gRPC: a
+/// streaming call must learn at once that it is over, which the reset tells it (as gRPC
+/// servers do).
+fn discard_unsent(req: Request<Body>) {
+    use http_body_util::BodyExt as _;
+    if is_grpc(req.headers()) {
+        return;
+    }
+    let mut body = req.into_body();
+    if http_body::Body::is_end_stream(&body) {
+        return;
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut seen = 0usize;
+            while let Some(Ok(frame)) = body.frame().await {
+                seen += frame.data_ref().map_or(0, |d| d.len());
+                if seen > 1 << 20 {
+                    return;
+                }
+            }
+        })
+        .await;
+    });
 }
 
 /// Runs a connection's driver until the connection ends.

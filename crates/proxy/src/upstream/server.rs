@@ -1,10 +1,11 @@
 //! One origin server as the group sees it: its address and scheme, its connections, the requests
-//! in flight to it (what `least_conn` compares) and the passive-health mark that skips it for
-//! `fail_timeout` after a failed connect.
+//! in flight to it (what `least_conn` compares), the passive-health mark that skips it for
+//! `fail_timeout` after a failed connect, and the verdict of the active health check
+//! (`[upstream.health_check]`, kept up to date by [`super::health`]).
 
 use super::pool::ServerConns;
 use super::UpstreamGroup;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tlsgate_config::OriginAddr;
 
@@ -26,7 +27,16 @@ pub struct UpstreamServer {
     pub(super) in_flight: AtomicUsize,
     /// Milliseconds since the group's epoch until which the server is skipped.
     pub(super) down_until_ms: AtomicU64,
+    /// The active health check's verdict: [`UNCHECKED`], [`HEALTHY`] or [`UNHEALTHY`].
+    active: AtomicU8,
 }
+
+/// No active health check runs for the server's group.
+const UNCHECKED: u8 = 0;
+/// The active health check passes (or has not failed `fall` times in a row yet).
+const HEALTHY: u8 = 1;
+/// The active health check failed `fall` times in a row (and has not passed `rise` times since).
+const UNHEALTHY: u8 = 2;
 
 impl UpstreamServer {
     /// A server that is up and idle, at `addr`.
@@ -41,6 +51,7 @@ impl UpstreamServer {
             conns: ServerConns::default(),
             in_flight: AtomicUsize::new(0),
             down_until_ms: AtomicU64::new(0),
+            active: AtomicU8::new(UNCHECKED),
         })
     }
 
@@ -49,9 +60,31 @@ impl UpstreamServer {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// True unless a failure marked the server down until after `now_ms`.
+    /// True unless a failure marked the server down until after `now_ms` or the active health
+    /// check finds it unhealthy.
     pub fn is_up(&self, now_ms: u64) -> bool {
-        self.down_until_ms.load(Ordering::Relaxed) <= now_ms
+        self.down_until_ms.load(Ordering::Relaxed) <= now_ms && self.passes_check()
+    }
+
+    /// False only while the active health check finds the server unhealthy (always true for a
+    /// group without one).
+    pub fn passes_check(&self) -> bool {
+        self.active.load(Ordering::Relaxed) != UNHEALTHY
+    }
+
+    /// The active health check's verdict: `None` for a group without one.
+    pub fn health(&self) -> Option<bool> {
+        match self.active.load(Ordering::Relaxed) {
+            UNCHECKED => None,
+            state => Some(state == HEALTHY),
+        }
+    }
+
+    /// Records the active health check's verdict (from then on [`UpstreamServer::health`] is
+    /// `Some`).
+    pub(super) fn set_health(&self, healthy: bool) {
+        self.active
+            .store(if healthy { HEALTHY } else { UNHEALTHY }, Ordering::Relaxed);
     }
 
     /// Skips the server until `until_ms` (passive ejection after a failed connect).

@@ -90,6 +90,12 @@ fn listener_fields(a: &ListenerConfig, b: &ListenerConfig) -> Vec<&'static str> 
     if a.redirect_status != b.redirect_status {
         fields.push("redirect_status");
     }
+    if a.proxy_protocol != b.proxy_protocol {
+        fields.push("proxy_protocol");
+    }
+    if a.proxy_protocol_from != b.proxy_protocol_from {
+        fields.push("proxy_protocol_from");
+    }
     if fields.is_empty() && differs(a, b) {
         fields.push("settings");
     }
@@ -110,6 +116,17 @@ mod tests {
     #[test]
     fn the_same_file_changes_nothing() {
         assert!(not_applied(&config(""), &config("")).is_empty());
+    }
+
+    #[test]
+    fn proxy_protocol_changes_are_named() {
+        let mut new = config("");
+        new.listeners[0].proxy_protocol = true;
+        new.listeners[0].proxy_protocol_from = vec!["10.0.0.0/8".parse().unwrap()];
+        assert_eq!(
+            not_applied(&config(""), &new),
+            ["[[listener]] 127.0.0.1:8443 changed proxy_protocol, proxy_protocol_from (the running socket keeps the old settings)"]
+        );
     }
 
     #[test]
