@@ -13,6 +13,7 @@
 mod background;
 pub mod balance;
 pub mod connect;
+mod conns;
 pub mod forwarding;
 pub mod health;
 pub mod pool;

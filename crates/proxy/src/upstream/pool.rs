@@ -13,6 +13,7 @@
 //!   origin closed the idle connection at that moment) goes again on a fresh connection.
 
 use super::connect::{self, ConnectError};
+use super::conns::{Idle, LEARNT_H1, LEARNT_H2};
 use super::forwarding::is_grpc;
 use super::server::UpstreamServer;
 use crate::body::Body;
@@ -20,8 +21,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::UpstreamTlsLabels;
@@ -38,31 +38,6 @@ pub enum Wire {
     Http1,
     /// HTTP/2.
     Http2,
-}
-
-/// What `auto` learnt of a server (0 until its first connection): `http/1.1` or `h2`.
-const LEARNT_H1: u8 = 1;
-const LEARNT_H2: u8 = 2;
-
-/// One server's connections.
-#[derive(Default)]
-pub struct ServerConns {
-    idle: Mutex<Vec<Idle>>,
-    h2: Mutex<Option<http2::SendRequest<Body>>>,
-    learnt: AtomicU8,
-}
-
-impl std::fmt::Debug for ServerConns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerConns")
-            .field("idle", &self.idle.lock().len())
-            .finish_non_exhaustive()
-    }
-}
-
-struct Idle {
-    since: Instant,
-    sender: http1::SendRequest<Body>,
 }
 
 /// Why a request could not be exchanged with an origin.

@@ -3,7 +3,7 @@
 //! `fail_timeout` after a failed connect, and the verdict of the active health check
 //! (`[upstream.health_check]`, kept up to date by [`super::health`]).
 
-use super::pool::ServerConns;
+use super::conns::ServerConns;
 use super::UpstreamGroup;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
