@@ -65,3 +65,26 @@ impl<B: http_body::Body, G> http_body::Body for Guarded<B, G> {
         self.inner.size_hint()
     }
 }
+
+/// Reads and drops a request body the gateway will not forward (nginx's discard), so the client
+/// finishes its upload and reads the response instead of a reset in the middle of it. Bounded:
+/// after 1 MiB or 5 seconds it stops (HTTP/1.1 then closes the connection after the response;
+/// HTTP/2 resets the rest of the stream with NO_ERROR).
+pub async fn discard<B>(mut body: B)
+where
+    B: http_body::Body + Unpin,
+{
+    if body.is_end_stream() {
+        return;
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, bytes::Buf::remaining);
+            if seen > 1 << 20 {
+                return;
+            }
+        }
+    })
+    .await;
+}

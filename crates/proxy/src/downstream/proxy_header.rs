@@ -10,10 +10,10 @@
 //! (`tlsgate_proxy_protocol_total{result}`) and logged at most once a second per kind.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tlsgate_admin::metrics::{Metrics, ProxyProtocolLabels};
 use tlsgate_error::{Classify, Side};
+use tlsgate_tls::log_limit::LogLimit;
 use tlsgate_wire::proxy_protocol::{parse, Header, Parsed, ProxyHeaderError, MAX_HEADER_LEN};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -154,43 +154,11 @@ fn count(metrics: &Metrics, result: &'static str) {
         .inc();
 }
 
-static MALFORMED_LOG: LogLimit = LogLimit::new();
-static UNTRUSTED_LOG: LogLimit = LogLimit::new();
-static OTHER_LOG: LogLimit = LogLimit::new();
-
-/// At most one log line a second of one kind, shared by every worker; the lines left out are
-/// counted and reported with the next one (a scan from outside must not flood the log).
-struct LogLimit {
-    last_second: AtomicU64,
-    suppressed: AtomicU64,
-}
-
-impl LogLimit {
-    const fn new() -> Self {
-        Self {
-            last_second: AtomicU64::new(0),
-            suppressed: AtomicU64::new(0),
-        }
-    }
-
-    /// `Some(lines left out since the last one)` when a line may be written now.
-    fn allow(&self) -> Option<u64> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let last = self.last_second.load(Ordering::Relaxed);
-        if now != last
-            && self
-                .last_second
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            return Some(self.suppressed.swap(0, Ordering::Relaxed));
-        }
-        self.suppressed.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-}
+// At most one log line a second of each kind, shared by every worker; the lines left out are
+// counted and reported with the next one (a scan from outside must not flood the log).
+static MALFORMED_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+static UNTRUSTED_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+static OTHER_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
 
 #[cfg(test)]
 mod tests {
@@ -285,17 +253,5 @@ mod tests {
             let line = format!("tlsgate_proxy_protocol_total{{result=\"{result}\"}} 1");
             assert!(text.contains(&line), "{line} missing:\n{text}");
         }
-    }
-
-    #[test]
-    fn log_limit_lets_one_line_a_second_through() {
-        let limit = LogLimit::new();
-        assert_eq!(limit.allow(), Some(0));
-        let mut allowed = 0;
-        for _ in 0..100 {
-            allowed += usize::from(limit.allow().is_some());
-        }
-        // At most one more: the second may have turned during the loop.
-        assert!(allowed <= 1, "{allowed}");
     }
 }

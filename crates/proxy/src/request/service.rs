@@ -149,29 +149,6 @@ async fn route_request(
     Ok(response)
 }
 
-/// Reads and drops the body of a request the gateway answers itself (nginx's discard), so the
-/// exchange ends as HTTP/2 expects: the response follows the request's END_STREAM, and frames
-/// the client sends on the stream afterwards are errors of a closed stream (h2spec §5.1, §8.1).
-/// Bounded: after 1 MiB or 5 seconds the response goes out anyway (HTTP/1.1 then closes the
-/// connection after it; HTTP/2 resets the rest of the request stream with NO_ERROR).
-async fn discard_body(mut body: Incoming) {
-    use http_body::Body as _;
-    use http_body_util::BodyExt as _;
-    if body.is_end_stream() {
-        return;
-    }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        let mut seen = 0usize;
-        while let Some(Ok(frame)) = body.frame().await {
-            seen += frame.data_ref().map_or(0, |d| d.len());
-            if seen > 1 << 20 {
-                return;
-            }
-        }
-    })
-    .await;
-}
-
 /// Handles one request.
 /// Logged and counted when the response's last byte is sent or, when the client goes away
 /// first, when the response or this future is dropped ([`RequestLog`]).
@@ -203,7 +180,8 @@ pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result
     let mut slot = Some(req);
     let routed = route_request(&ctx, &generation, site_idx, &mut slot, log.upstream()).await;
     if let Some(unforwarded) = slot {
-        discard_body(unforwarded.into_body()).await;
+        // So HTTP/2 sees the response after the request's END_STREAM (h2spec §5.1, §8.1).
+        crate::body::discard(unforwarded.into_body()).await;
     }
     let mut response = match routed {
         Ok(r) => r,

@@ -329,33 +329,16 @@ fn refused(server: &UpstreamServer, e: hyper::Error) -> SendError {
     }
 }
 
-/// A request that never left: its body is read and dropped in the background (at most 1 MiB or
-/// 5 s, like the discard of requests the gateway answers itself), so that a client still
+/// A request that never left: its body is read and dropped in the background
+/// ([`crate::body::discard`], as for requests the gateway answers itself), so that a client still
 /// uploading reads the error response instead of a stream reset in the middle of its upload
 /// (curl 7.88 drops an HTTP/2 response followed by `RST_STREAM(NO_ERROR)`). Not for gRPC: a
 /// streaming call must learn at once that it is over, which the reset tells it (as gRPC
 /// servers do).
 fn discard_unsent(req: Request<Body>) {
-    use http_body_util::BodyExt as _;
-    if is_grpc(req.headers()) {
-        return;
+    if !is_grpc(req.headers()) {
+        tokio::spawn(crate::body::discard(req.into_body()));
     }
-    let mut body = req.into_body();
-    if http_body::Body::is_end_stream(&body) {
-        return;
-    }
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            let mut seen = 0usize;
-            while let Some(Ok(frame)) = body.frame().await {
-                seen += frame.data_ref().map_or(0, |d| d.len());
-                if seen > 1 << 20 {
-                    return;
-                }
-            }
-        })
-        .await;
-    });
 }
 
 /// Runs a connection's driver until the connection ends.
