@@ -15,6 +15,7 @@ pub mod balancer;
 pub mod nginx;
 pub mod origin;
 pub mod process;
+pub mod python;
 pub mod raw_origin;
 pub mod stores;
 

@@ -5,29 +5,16 @@
 //! PATH finds first.
 #![allow(dead_code)]
 
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
+use tlsgate_testkit::python::{require_python_module, run_script, PythonProcess};
 
 const SERVER_PY: &str = include_str!("server.py");
 const CLIENT_PY: &str = include_str!("client.py");
 
-/// The interpreter the Debian `python3-grpcio` package installs into.
-pub const PYTHON: &str = "/usr/bin/python3";
-
 /// Fails loudly unless `/usr/bin/python3` can import `grpc`.
 pub fn require_grpcio() {
-    let ok = Command::new(PYTHON)
-        .args(["-c", "import grpc"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{PYTHON} cannot import grpc: python3-grpcio is not installed; run .ci/run (it installs the test dependencies)"
-    );
+    require_python_module("grpc", "python3-grpcio");
 }
 
 /// Message `i` of a `ServerStream` reply of `size` bytes (the same formula as server.py).
@@ -54,83 +41,34 @@ fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
-/// The Python gRPC origin on a free port; killed on drop.
-pub struct GrpcOrigin {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-}
+/// The Python gRPC origin (server.py) on a free port; killed on drop. Its [`PythonProcess`]
+/// methods (`addr`, `log`, `kill`, ...) come through `Deref`.
+pub struct GrpcOrigin(PythonProcess);
 
 impl GrpcOrigin {
     /// Starts server.py and waits until its port accepts connections.
     pub fn start() -> Self {
         require_grpcio();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let script = dir.path().join("server.py");
-        std::fs::write(&script, SERVER_PY).expect("write server.py");
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
-        let port = tlsgate_testkit::free_port();
-        let child = Command::new(PYTHON)
-            .arg(&script)
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("dup"))
-            .stderr(log)
-            .spawn()
-            .expect("start the gRPC origin");
-        let mut origin = Self {
-            child: Some(child),
-            dir,
-            port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = origin.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("gRPC origin exited with {status}:\n{}", origin.log());
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return origin;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gRPC origin not listening after 20 s:\n{}",
-                origin.log()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// `127.0.0.1:PORT`, for `servers = [...]`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// What the origin printed.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    /// Kills the origin now (SIGKILL: its connections are reset) and waits until its port refuses.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-            assert!(Instant::now() < deadline, "origin port still open after kill");
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        Self(PythonProcess::start(
+            "gRPC origin",
+            "server.py",
+            SERVER_PY,
+            &[],
+            tlsgate_testkit::free_port(),
+        ))
     }
 }
 
-impl Drop for GrpcOrigin {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+impl std::ops::Deref for GrpcOrigin {
+    type Target = PythonProcess;
+    fn deref(&self) -> &PythonProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for GrpcOrigin {
+    fn deref_mut(&mut self) -> &mut PythonProcess {
+        &mut self.0
     }
 }
 
@@ -243,16 +181,13 @@ fn pairs(v: &serde_json::Value) -> Vec<(String, String)> {
 /// `ca`): every step in order on one channel; returns one outcome per step.
 pub fn call(port: u16, ca: &Path, steps: &[Step]) -> Vec<Outcome> {
     require_grpcio();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let script: PathBuf = dir.path().join("client.py");
-    std::fs::write(&script, CLIENT_PY).expect("write client.py");
     let plan = serde_json::Value::Array(steps.iter().map(Step::json).collect()).to_string();
     let target = format!("127.0.0.1:{port}");
-    let out = tlsgate_testkit::run(
-        PYTHON,
-        &[script.to_str().unwrap(), &target, ca.to_str().unwrap()],
+    let out = run_script(
+        "client.py",
+        CLIENT_PY,
+        &[&target, ca.to_str().unwrap()],
         plan.as_bytes(),
-        Duration::ZERO,
         Duration::from_secs(60),
     );
     assert_eq!(out.status, Some(0), "client.py failed:\n{}", out.all());

@@ -8,109 +8,40 @@
 
 use bytes::{Buf, Bytes};
 use serde_json::{json, Value};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tlsgate_testkit::python::{require_python_module, run_script, PythonProcess};
 
 const ORIGIN_PY: &str = include_str!("origin.py");
 const CLIENT_PY: &str = include_str!("client.py");
 
-/// The interpreter the Debian `python3-websockets` package installs into.
-pub const PYTHON: &str = "/usr/bin/python3";
-
 /// Fails loudly unless `/usr/bin/python3` can import `websockets`.
 pub fn require_websockets() {
-    let ok = Command::new(PYTHON)
-        .args(["-c", "import websockets"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{PYTHON} cannot import websockets: python3-websockets is not installed; run .ci/run (it installs the test dependencies)"
-    );
+    require_python_module("websockets", "python3-websockets");
 }
 
-/// The Python WebSocket origin on a free port; killed on drop.
-pub struct WsOrigin {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-}
+/// The Python WebSocket origin (origin.py) on a free port; killed on drop. Its
+/// [`PythonProcess`] methods (`addr`, `log`, `wait_line`, ...) come through `Deref`.
+pub struct WsOrigin(PythonProcess);
 
 impl WsOrigin {
     /// Starts origin.py and waits until it listens.
     pub fn start() -> Self {
         require_websockets();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let script = dir.path().join("origin.py");
-        std::fs::write(&script, ORIGIN_PY).expect("write origin.py");
-        let log = std::fs::File::create(dir.path().join("origin.log")).expect("log file");
-        let port = tlsgate_testkit::free_port();
-        let child = Command::new(PYTHON)
-            .arg(&script)
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("dup"))
-            .stderr(log)
-            .spawn()
-            .expect("start the WebSocket origin");
-        let mut origin = Self {
-            child: Some(child),
-            dir,
-            port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = origin.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("WebSocket origin exited with {status}:\n{}", origin.log());
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return origin;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "WebSocket origin not listening after 20 s:\n{}",
-                origin.log()
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// `127.0.0.1:PORT`, for `servers = [...]`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// What the origin printed.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("origin.log")).unwrap_or_default()
-    }
-
-    /// Waits up to `timeout` for a log line starting with `prefix`; whether one came.
-    pub fn wait_line(&self, prefix: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.log().lines().any(|l| l.starts_with(prefix)) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        Self(PythonProcess::start(
+            "WebSocket origin",
+            "origin.py",
+            ORIGIN_PY,
+            &[],
+            tlsgate_testkit::free_port(),
+        ))
     }
 }
 
-impl Drop for WsOrigin {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+impl std::ops::Deref for WsOrigin {
+    type Target = PythonProcess;
+    fn deref(&self) -> &PythonProcess {
+        &self.0
     }
 }
 
@@ -142,15 +73,12 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
 /// returns its events: the connection's (`open`, `refused`, `error`), then one per step.
 pub fn ws_client(port: u16, ca: &Path, path: &str, plan: &[Value]) -> Vec<Value> {
     require_websockets();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let script = dir.path().join("client.py");
-    std::fs::write(&script, CLIENT_PY).expect("write client.py");
     let url = format!("wss://localhost:{port}{path}");
-    let out = tlsgate_testkit::run(
-        PYTHON,
-        &[script.to_str().unwrap(), &url, ca.to_str().unwrap()],
+    let out = run_script(
+        "client.py",
+        CLIENT_PY,
+        &[&url, ca.to_str().unwrap()],
         Value::Array(plan.to_vec()).to_string().as_bytes(),
-        Duration::ZERO,
         Duration::from_secs(60),
     );
     assert_eq!(out.status, Some(0), "client.py failed:\n{}", out.all());
