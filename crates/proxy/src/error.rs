@@ -36,6 +36,9 @@ pub enum ProxyError {
     /// The TLS handshake with the origin failed (certificate not accepted, an alert, a close).
     #[error("TLS to the upstream failed")]
     UpstreamTls,
+    /// Every server of the group fails its active health check (HAProxy's and Envoy's 503).
+    #[error("no healthy upstream server")]
+    NoHealthyServer,
     /// The upstream group has no server to send to.
     #[error("upstream group has no servers")]
     NoUpstreamServer,
@@ -66,6 +69,7 @@ impl ProxyError {
             | Self::UpstreamHeaderTimeout
             | Self::UpstreamSendTimeout => Side::Upstream,
             Self::NoUpstreamServer => Side::Internal,
+            Self::NoHealthyServer => Side::Upstream,
         }
     }
 
@@ -84,6 +88,7 @@ impl ProxyError {
             Self::ClientAbandoned => 499,
             Self::UnsupportedTransferCoding => 501,
             Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
+            Self::NoHealthyServer => 503,
             Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout => 504,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
@@ -113,7 +118,11 @@ impl ProxyError {
             Self::Misdirected => 7,
             Self::UnsupportedTransferCoding => 12,
             Self::BadRequest(_) | Self::BadRequestBody | Self::ClientAbandoned => 13,
-            Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 14,
+            Self::UpstreamConnect
+            | Self::UpstreamTls
+            | Self::UpstreamProtocol
+            | Self::NoUpstreamServer
+            | Self::NoHealthyServer => 14,
         }
     }
 
@@ -148,6 +157,7 @@ impl ProxyError {
             Self::UpstreamConnect => "connect",
             Self::UpstreamTls => "tls",
             Self::NoUpstreamServer => "no_server",
+            Self::NoHealthyServer => "no_healthy_server",
             Self::UpstreamProtocol => "protocol",
             Self::UpstreamHeaderTimeout => "timeout",
             Self::UpstreamSendTimeout => "send_timeout",
@@ -182,6 +192,8 @@ mod tests {
         assert!(!ProxyError::UpstreamProtocol.retry_safe());
         assert!(!ProxyError::UpstreamSendTimeout.retry_safe());
         assert!(ProxyError::UpstreamTls.retry_safe());
+        assert_eq!(ProxyError::NoHealthyServer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(ProxyError::NoHealthyServer.grpc_status(), 14);
         assert_eq!(ProxyError::UpstreamTls.status(), StatusCode::BAD_GATEWAY);
     }
 

@@ -2,7 +2,7 @@
 //! whose health endpoint can be switched to failing, slow or gone. A server whose probes fail
 //! `fall` times in a row gets no client request (each origin names itself in its bodies), the
 //! gauge and the counter say so and the log says why; after `rise` passed probes it is served
-//! again. With every server unhealthy requests get a 502 at once; a reload keeps what the checks
+//! again. With every server unhealthy requests get a 503 at once; a reload keeps what the checks
 //! found; without checks nothing is probed. Against nginx, probes speak TLS (verified with the
 //! group's `[upstream.tls]`) and HTTP/2 where the group does, and read the status over each.
 
@@ -286,7 +286,7 @@ fn a_failing_health_endpoint_takes_its_server_out_until_it_passes_again() {
 }
 
 #[test]
-fn a_slow_or_gone_server_fails_its_checks_and_with_none_left_requests_get_a_quick_502() {
+fn a_slow_or_gone_server_fails_its_checks_and_with_none_left_requests_get_a_quick_503() {
     let mut a = HealthOrigin::start("a");
     let b = HealthOrigin::start("b");
     let f = gateway(&[&a, &b], FAST);
@@ -320,10 +320,16 @@ fn a_slow_or_gone_server_fails_its_checks_and_with_none_left_requests_get_a_quic
         "{}",
         f.gw.log()
     );
-    // Nobody healthy: a 502 without trying either origin.
+    // Nobody healthy: a 503 without trying either origin, counted as such.
     let served = b.served();
     let (statuses, origins) = requests(&f, 5);
-    assert_eq!(statuses, vec!["502"; 5]);
+    assert_eq!(statuses, vec!["503"; 5]);
+    assert_eq!(
+        f.gw.metric("tlsgate_upstream_errors_total", &["kind=\"no_healthy_server\""]),
+        5.0,
+        "{}",
+        f.gw.metrics()
+    );
     assert!(origins.is_empty());
     assert_eq!(b.served(), served);
     assert_eq!(connect_errors(&f), 0.0);

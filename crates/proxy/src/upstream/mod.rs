@@ -178,11 +178,12 @@ impl UpstreamGroup {
         let mut last = ProxyError::UpstreamConnect;
         for attempt in 0..attempts {
             let Some(idx) = self.pick(exclude) else {
-                return Err(if attempt == 0 {
-                    ProxyError::NoUpstreamServer
-                } else {
-                    last
-                });
+                if attempt > 0 {
+                    return Err(last);
+                }
+                // The group has servers (checked above): every one fails its health check.
+                self.count_error(metrics, ProxyError::NoHealthyServer.kind());
+                return Err(ProxyError::NoHealthyServer);
             };
             let server = &self.servers[idx];
             let path: Uri = down
