@@ -361,6 +361,12 @@ struct Reuse {
     sender: http1::SendRequest<Body>,
 }
 
+impl Reuse {
+    fn give_back(self) {
+        self.pool.checkin(&self.server, self.sender);
+    }
+}
+
 pin_project_lite::pin_project! {
     /// An origin's response body. An HTTP/1.1 connection goes back to the pool when the body has
     /// ended cleanly (all of it read); a body dropped early or failed takes its connection down.
@@ -385,8 +391,8 @@ impl OriginBody {
     }
 
     fn finish(&mut self) {
-        if let Some(Reuse { pool, server, sender }) = self.reuse.take() {
-            pool.checkin(&server, sender);
+        if let Some(reuse) = self.reuse.take() {
+            reuse.give_back();
         }
     }
 }
@@ -402,21 +408,20 @@ impl http_body::Body for OriginBody {
         use std::task::Poll;
         let mut this = self.project();
         let polled = this.inner.as_mut().poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
-                if let Some(Reuse { pool, server, sender }) = this.reuse.take() {
-                    pool.checkin(&server, sender);
-                }
-            }
-            Poll::Ready(None) => {
-                if let Some(Reuse { pool, server, sender }) = this.reuse.take() {
-                    pool.checkin(&server, sender);
-                }
-            }
+        let ended_cleanly = match &polled {
+            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
+            Poll::Ready(None) => true,
+            // A broken body takes its connection down with it.
             Poll::Ready(Some(Err(_))) => {
                 this.reuse.take();
+                false
             }
-            _ => {}
+            Poll::Pending => false,
+        };
+        if ended_cleanly {
+            if let Some(reuse) = this.reuse.take() {
+                reuse.give_back();
+            }
         }
         polled
     }
