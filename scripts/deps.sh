@@ -6,9 +6,15 @@
 #          SETTINGS the gateway sends, tests/optimisations.rs), redis-server (+ redis-cli, also
 #          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs),
 #          python3-grpcio (gRPC origin and client of tests/grpc.rs, run with /usr/bin/python3),
-#          python3-websockets (WebSocket origin and client of tests/websocket.rs, /usr/bin/python3)
+#          python3-websockets (WebSocket origin and client of tests/websocket.rs, /usr/bin/python3),
+#          systemd (systemd-analyze verify of dist/systemd/tlsgate.service, tests/systemd.rs)
 #   lab:   iproute2 (ip netns/addr/route) and procps (sysctl) for `tlsgate lab` and its tests, which
 #          also need the kernel's TUN device (/dev/net/tun) and root
+#   bench: nginx-light, haproxy, wrk, nghttp2-client (h2load), jq, curl, openssl, util-linux (taskset)
+#          for scripts/peer-compare.sh and scripts/proxy-compare.sh, installed when missing by
+#          scripts/lib/bench.sh (bench_install_missing, through tlsgate_install_packages below);
+#          golang-go builds proxy-compare's gRPC origin (scripts/proxy/grpc-origin: its grpc-go
+#          needs Go 1.25, which Go 1.21 or later fetches by itself; Debian 12's 1.19 cannot)
 set -euo pipefail
 
 tlsgate_install_packages() {
@@ -26,7 +32,7 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd)
 
 # Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
 #   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)

@@ -34,6 +34,9 @@ LOAD_CPU=${LOAD_CPU:-1}
 WORK=${WORK:-$(mktemp -d /tmp/tlsgate-peer.XXXXXX)}
 BIN=$ROOT/target/release/tlsgate
 mkdir -p "$WORK/nginx-tmp"
+BENCH_NAME=peer-compare
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
 # id | label | bench arguments | counted unit (h: handshakes, r: requests) | expected resumption
 ALL_SCENARIOS=(
@@ -49,67 +52,34 @@ ALL_SCENARIOS=(
 )
 SCENARIOS=${SCENARIOS:-all}
 
-log() { echo "peer-compare: $*" >&2; }
-
 # REPORT_ONLY=1 WORK=DIR: print the tables of an earlier run again (no measurements).
-if [ "${REPORT_ONLY:-0}" = 1 ]; then
-  # shellcheck source=/dev/null
-  source "$WORK/params"
-fi
+bench_load_params
 
 port_of() {
   case $1 in tlsgate) echo 19443 ;; nginx) echo 19543 ;; haproxy) echo 19643 ;; esac
 }
 ADMIN=19444
-render() { # template out
-  sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$(port_of "$3")|g" -e "s|@ADMIN@|$ADMIN|g" "$1" >"$2"
+render() { # template out server
+  bench_render "$1" "$2" WORK="$WORK" PORT="$(port_of "$3")" ADMIN="$ADMIN"
 }
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
 # ---- prerequisites --------------------------------------------------------------------------
-# shellcheck source=scripts/deps.sh
-source scripts/deps.sh
-need=()
-command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
-command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
-command -v jq >/dev/null 2>&1 || need+=(jq)
-command -v openssl >/dev/null 2>&1 || need+=(openssl)
-command -v curl >/dev/null 2>&1 || need+=(curl)
-command -v taskset >/dev/null 2>&1 || need+=(util-linux)
-if ((${#need[@]})); then
-  tlsgate_install_packages "${need[@]}" || {
-    # Some mirrors only have the full nginx package.
-    need=("${need[@]/nginx-light/nginx}")
-    tlsgate_install_packages "${need[@]}"
-  }
-fi
+bench_install_missing nginx:nginx-light haproxy:haproxy jq:jq openssl:openssl curl:curl taskset:util-linux
 PATH=$PATH:/usr/sbin:/sbin
-if [ "${BUILD:-0}" = 1 ] || [ ! -x "$BIN" ]; then
-  log "building tlsgate (release)"
-  cargo build --release -p tlsgate >&2
-fi
-# A private copy, so a rebuild during the run cannot swap the binary under the measurements.
+# The load is always this tree's `tlsgate bench`: it is needed even with GATEWAY_BIN.
+GATEWAY_BIN="" bench_build_tlsgate "$BIN"
+# Private copies, so a rebuild during the run cannot swap the binaries under the measurements.
 cp "$BIN" "$WORK/tlsgate"
 BIN=$WORK/tlsgate
-cp "${GATEWAY_BIN:-$BIN}" "$WORK/tlsgate-server"
-GW_BIN=$WORK/tlsgate-server
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+bench_copy_gateway "$BIN"
+bench_raise_nofile
 if [ "$(ulimit -n)" -lt $((HOLD_CONNS + 200)) ]; then
   log "warning: ulimit -n is $(ulimit -n); HOLD_CONNS=$HOLD_CONNS may fail"
 fi
 
 # ---- one ECDSA P-256 certificate for everybody ---------------------------------------------
-if [ ! -s "$WORK/leaf.pem" ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj /CN=peer-compare-ca -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
-    -keyout "$WORK/leaf.key" -out "$WORK/leaf.csr" 2>/dev/null
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' \
-    >"$WORK/leaf.ext"
-  openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
-    -days 30 -extfile "$WORK/leaf.ext" -out "$WORK/leaf.pem" 2>/dev/null
-  cat "$WORK/leaf.pem" "$WORK/leaf.key" >"$WORK/haproxy.pem"
-fi
+bench_mint_certificate peer-compare-ca
 
 render scripts/peer/tlsgate.toml.in "$WORK/tlsgate.toml" tlsgate
 render scripts/peer/nginx.conf.in "$WORK/nginx.conf" nginx
@@ -117,80 +87,32 @@ render scripts/peer/haproxy.cfg.in "$WORK/haproxy.cfg" haproxy
 fi
 
 # ---- process accounting ---------------------------------------------------------------------
-TCK=$(getconf CLK_TCK)
 declare -A PIDS=()
-procs() { echo "$1" $(pgrep -P "$1" 2>/dev/null || true); }
 # utime+stime of the process and its children (all threads included), in clock ticks.
 cpu_ticks() {
-  local t=0 p
-  for p in $(procs "$1"); do
-    [ -r "/proc/$p/stat" ] && t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
-  done
-  echo "$t"
-}
-rss_kb() {
-  local t=0 p
-  for p in $(procs "$1"); do
-    [ -r "/proc/$p/status" ] && t=$((t + $(awk '/^VmRSS/{print $2}' "/proc/$p/status")))
-  done
-  echo "$t"
-}
-
-wait_port() {
-  local i
-  for i in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
+  local u k
+  read -r u k <<<"$(bench_cpu_ticks "$1")"
+  echo $((u + k))
 }
 
 start_server() {
   local s=$1
-  case $s in
-    tlsgate)
-      RUST_LOG=warn taskset -c "$SERVER_CPU" "$GW_BIN" serve --config "$WORK/tlsgate.toml" >"$WORK/tlsgate.log" 2>&1 &
-      ;;
-    nginx)
-      taskset -c "$SERVER_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log" >"$WORK/nginx.log" 2>&1 &
-      ;;
-    haproxy)
-      taskset -c "$SERVER_CPU" haproxy -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
-      ;;
-    *)
-      log "unknown server $s"
-      exit 2
-      ;;
-  esac
-  PIDS[$s]=$!
-  if ! wait_port "$(port_of "$s")"; then
-    log "$s did not start; log:"
-    cat "$WORK/$s.log" >&2 || true
-    exit 1
-  fi
-  sleep 0.5 # nginx forks its worker after binding
+  : >"$WORK/$s.log"
+  bench_start_server "$s" "$SERVER_CPU" "$(bench_conf "$s")" "$(port_of "$s")" 0.5
+  PIDS[$s]=$BENCH_PID
 }
 
 stop_servers() {
-  local s pid
+  local s
   for s in "${!PIDS[@]}"; do
-    pid=${PIDS[$s]}
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    bench_stop_pid "${PIDS[$s]}"
     unset "PIDS[$s]"
   done
 }
 trap stop_servers EXIT
 
 # tlsgate's handshake counters: "full resumed failures".
-tlsgate_counts() {
-  curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '
-    /^tlsgate_handshakes_total\{/ { if ($0 ~ /outcome="full"/) f += $NF; else r += $NF }
-    /^tlsgate_handshake_failures_total\{/ { e += $NF }
-    END { printf "%d %d %d\n", f, r, e }'
-}
+tlsgate_counts() { bench_tlsgate_handshakes "$ADMIN"; }
 
 bench() { # url json extra-args...
   local url=$1 json=$2
@@ -212,7 +134,7 @@ memory_test() { # server
   # One warm-up request, then the baseline.
   bench "$url" "$WORK/$s-warm.json" -n 1 -c 1 >/dev/null
   sleep 0.3
-  before=$(rss_kb "$pid")
+  before=$(bench_rss_kb "$pid")
   bench "$url" "$WORK/$s-hold.json" --hold "${HOLD_SECS}s" -c "$HOLD_CONNS" --tls 1.3 \
     >"$WORK/$s-hold.txt" 2>"$WORK/$s-hold.err" &
   local bpid=$!
@@ -222,7 +144,7 @@ memory_test() { # server
     sleep 0.1
   done
   sleep 1
-  held=$(rss_kb "$pid")
+  held=$(bench_rss_kb "$pid")
   wait "$bpid" || true
   n=$(jq -r .held "$WORK/$s-hold.json" 2>/dev/null || echo 0)
   if [ "${n:-0}" -gt 0 ]; then
@@ -295,15 +217,10 @@ run_cell() { # round server scenario-line
 }
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
-  printf 'DURATION=%s\nROUNDS=%s\nCONNS=%s\nHOLD_CONNS=%s\nHOLD_SECS=%s\nSERVERS="%s"\nSCENARIOS="%s"\nSERVER_CPU=%s\nLOAD_CPU=%s\n' \
-    "$DURATION" "$ROUNDS" "$CONNS" "$HOLD_CONNS" "$HOLD_SECS" "$SERVERS" "$SCENARIOS" "$SERVER_CPU" "$LOAD_CPU" >"$WORK/params"
+  bench_save_params DURATION ROUNDS CONNS HOLD_CONNS HOLD_SECS SERVERS SCENARIOS SERVER_CPU LOAD_CPU
 fi
 
-selected=()
-for line in "${ALL_SCENARIOS[@]}"; do
-  id=${line%%|*}
-  if [ "$SCENARIOS" = all ] || [[ " $SCENARIOS " == *" $id "* ]]; then selected+=("$line"); fi
-done
+bench_select ALL_SCENARIOS "$SCENARIOS"
 read -r -a servers <<<"$SERVERS"
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
@@ -315,14 +232,7 @@ for s in "${servers[@]}"; do
   memory_test "$s"
 done
 # Rounds interleave the servers, so a burst of outside load hits one round, not one server.
-for round in $(seq 1 "$ROUNDS"); do
-  for line in "${selected[@]}"; do
-    n=${#servers[@]}
-    for i in $(seq 0 $((n - 1))); do
-      run_cell "$round" "${servers[$(((i + round - 1) % n))]}" "$line"
-    done
-  done
-done
+bench_rounds "$ROUNDS" run_cell
 stop_servers
 fi
 
@@ -332,12 +242,11 @@ echo "### Throughput per server CPU-second"
 echo
 echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); \`tlsgate bench -t 1 -c $CONNS -d $DURATION --groups X25519:P-256 --sni localhost\` pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds)."
 echo
-echo "| scenario | server | rate /s | server CPU s | per server CPU-s | min–max | vs nginx | resumed | errors | negotiated | check |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+bench_table_head l:scenario l:server "r:rate /s" "r:server CPU s" "r:per server CPU-s" r:min–max "r:vs nginx" \
+  r:resumed r:errors l:negotiated l:check
 for line in "${selected[@]}"; do
   IFS='|' read -r id label _ _ _ <<<"$line"
-  jq -rs --arg id "$id" --arg title "$label" '
-    def median: sort | if length == 0 then 0 else .[(length - 1) / 2 | floor] end;
+  jq -rs --arg id "$id" --arg title "$label" "$BENCH_JQ_MEDIAN"'
     def order: {"tlsgate": 0, "nginx": 1, "haproxy": 2}[.] // 3;
     [ .[] | select(.id == $id) ] | group_by(.server) | sort_by(.[0].server | order) | map({
       server: .[0].server,
@@ -358,8 +267,8 @@ echo "### Memory per idle TLS keep-alive connection"
 echo
 echo "$HOLD_CONNS connections (TLS 1.3, X25519, one request each, then idle), each server freshly started; server RSS from /proc/PID/status (all processes)."
 echo
-echo "| server | connections held | RSS before (MiB) | RSS held (MiB) | per connection (KiB) | vs nginx |"
-echo "|---|---:|---:|---:|---:|---:|"
+bench_table_head l:server "r:connections held" "r:RSS before (MiB)" "r:RSS held (MiB)" "r:per connection (KiB)" \
+  "r:vs nginx"
 awk -F'\t' '
   { rows[++n] = $0; if ($1 == "nginx") base = $5 }
   END {

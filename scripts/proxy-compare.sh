@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Compares tlsgate's proxy path with nginx's and HAProxy's (issues #17, #25): each proxy with one
 # worker on one core terminates TLS 1.3 (ECDSA P-256, ALPN h2 + http/1.1) and forwards to the same
-# plain-HTTP/1.1 nginx origin; the load comes from independent generators (wrk, h2load) on the
-# other core, next to the origin. Proxy CPU seconds from /proc, requests (or MiB) per proxy
-# CPU-second, median of interleaved rounds, and the ratio tlsgate ÷ best peer.
+# plain-HTTP/1.1 nginx origin (or, in two cells, to the same nginx's HTTP/2 TLS server or a Go
+# gRPC server); the load comes from independent generators (wrk, h2load) on the other core, next
+# to the origin. Proxy CPU seconds from /proc, requests (or MiB) per proxy CPU-second, median of
+# interleaved rounds, and the ratio tlsgate ÷ best peer.
 #
-#   scripts/proxy-compare.sh                       # ~6 minutes with the defaults
+#   scripts/proxy-compare.sh                       # ~8 minutes with the defaults
 #   DURATION=10 ROUNDS=5 scripts/proxy-compare.sh
 #   CELLS="h1_13 h2_13" SERVERS="tlsgate nginx" GATEWAY_BIN=/tmp/tlsgate-before scripts/proxy-compare.sh
 #   REPORT_ONLY=1 WORK=/tmp/tlsgate-proxy.XXXX scripts/proxy-compare.sh   # tables of a run again
@@ -16,6 +17,15 @@
 #   h2_13 h2_1k     HTTP/2, 16 connections x 10 streams    h2load -t1 -c16 -m10 -D
 #   close           a new TLS connection per request, 13 B wrk -t1 -c16 -H 'Connection: close'
 #   lat             one connection, back to back, 13 B     wrk -t1 -c1 --latency (p50, p99)
+#   up_100k         HTTP/1.1 keep-alive POST of 100 KiB, 13 B answer   wrk -t1 -c8 -s upload.lua
+#                   (figure: requests and MiB uploaded per CPU-s; the origin reads every body
+#                   before it answers and logs its length, checked against the client's count)
+#   h2h2_13         HTTP/2 client -> proxy -> HTTP/2 origin over TLS, 13 B   h2load -t1 -c16 -m10
+#                   (nginx: n/a, its proxy_pass speaks HTTP/1.x to origins)
+#   grpc            gRPC unary calls (helloworld SayHello) to a Go grpc-go origin   h2load -t1
+#                   -c16 -m10 with gRPC framing; every proxy's answer checked for grpc-status 0
+#   h1_1k_2w        h1_1k with 2 proxy workers on 2 cores, wrk -t2 -c64 on 2 more (needs ≥ 4
+#                   cores: n/a on smaller machines)
 #
 # Environment:
 #   DURATION     seconds per run (4)                ROUNDS      interleaved repetitions (3)
@@ -27,11 +37,16 @@
 #                compares two builds against the same nginx and HAProxy
 #   PROFILE      1 (default): after the rounds, one extra tlsgate run of the h2_13 cell under
 #                `perf record -g` (not counted), its top user-space symbols printed; 0: skip
+#   PROXY_CPU_2W, LOAD_CPU_2W   the second core of the proxy and of the load in h1_1k_2w (2, 3)
+#   CORES        cores the machine is taken to have (nproc): h1_1k_2w needs 4
+#   PORT_OFFSET  added to every port the script uses (0: 19380-19383, 19743-19744, 19843, 19943)
+# Missing tools are installed (Debian packages; Go, for the gRPC origin, which `go build` builds
+# from scripts/proxy/grpc-origin into $WORK: the first build downloads its modules).
 # Only the proxy being measured runs (each run starts it, checks with curl that it proxies each
 # size and protocol, measures, stops it); the rounds interleave servers and cells so a burst of
 # outside load hits one run, not one server. A run with a non-2xx answer, a socket error, a
 # failed curl check or fewer origin requests than the client counted is a FAIL: the table shows
-# FAIL instead of a figure and the script exits 1.
+# FAIL instead of a figure and the script exits 1. A cell a peer cannot do is n/a, with the reason.
 # Output: Markdown tables on stdout, progress on stderr; raw runs in $WORK (results.jsonl,
 # <server>-<cell>-<round>.txt).
 set -euo pipefail
@@ -45,59 +60,81 @@ CELLS=${CELLS:-all}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 PROFILE=${PROFILE:-1}
+PROXY_CPU_2W=${PROXY_CPU_2W:-2}
+LOAD_CPU_2W=${LOAD_CPU_2W:-3}
+CORES=${CORES:-$(nproc)}
+PORT_OFFSET=${PORT_OFFSET:-0}
 WORK=${WORK:-$(mktemp -d /tmp/tlsgate-proxy.XXXXXX)}
 BIN=$ROOT/target/release/tlsgate
 PATH=$PATH:/usr/sbin:/sbin
+BENCH_NAME=proxy-compare
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
-ORIGIN_PORT=19380
-ADMIN=19744
+ORIGIN_PORT=$((19380 + PORT_OFFSET))
+ORIGIN_H2_PORT=$((19381 + PORT_OFFSET))
+GRPC_PORT=$((19382 + PORT_OFFSET))
+GRPC_STATUS_PORT=$((19383 + PORT_OFFSET))
+ADMIN=$((19744 + PORT_OFFSET))
 port_of() {
-  case $1 in tlsgate) echo 19743 ;; nginx) echo 19843 ;; haproxy) echo 19943 ;; esac
+  case $1 in tlsgate) echo $((19743 + PORT_OFFSET)) ;; nginx) echo $((19843 + PORT_OFFSET)) ;; haproxy) echo $((19943 + PORT_OFFSET)) ;; esac
 }
+UPLOAD_BYTES=102400
+GRPC_PATH=/helloworld.Greeter/SayHello
 
-# id | label | tool (wrk/h2) | path | body bytes | tool arguments | figure (r: requests, m: MiB)
+# id | label | tool (wrk/h2) | path | response body bytes | tool arguments
+#    | figure (r: requests, m: MiB of response body, u: requests and MiB of request body)
+#    | kind (get: GET from the HTTP/1.1 origin; upload: POST of UPLOAD_BYTES to it; h2origin: GET
+#      from the HTTP/2 TLS origin; grpc: SayHello calls to the gRPC origin; 2w: get, 2 workers)
 ALL_CELLS=(
-  "h1_13|HTTP/1.1 keep-alive, 13 B|wrk|/13b|13|-t1 -c32|r"
-  "h1_1k|HTTP/1.1 keep-alive, 1 KiB|wrk|/1k|1024|-t1 -c32|r"
-  "h1_100k|HTTP/1.1 keep-alive, 100 KiB|wrk|/100k|102400|-t1 -c8|m"
-  "h1_1m|HTTP/1.1 keep-alive, 1 MiB|wrk|/1m|1048576|-t1 -c8|m"
-  "h2_13|HTTP/2, 16 conn × 10 streams, 13 B|h2|/13b|13|-t1 -c16 -m10|r"
-  "h2_1k|HTTP/2, 16 conn × 10 streams, 1 KiB|h2|/1k|1024|-t1 -c16 -m10|r"
-  "close|New TLS connection per request, 13 B|wrk|/13b|13|-t1 -c16 -H Connection:close|r"
-  "lat|One connection, back to back, 13 B|wrk|/13b|13|-t1 -c1|r"
+  "h1_13|HTTP/1.1 keep-alive, 13 B|wrk|/13b|13|-t1 -c32|r|get"
+  "h1_1k|HTTP/1.1 keep-alive, 1 KiB|wrk|/1k|1024|-t1 -c32|r|get"
+  "h1_100k|HTTP/1.1 keep-alive, 100 KiB|wrk|/100k|102400|-t1 -c8|m|get"
+  "h1_1m|HTTP/1.1 keep-alive, 1 MiB|wrk|/1m|1048576|-t1 -c8|m|get"
+  "h2_13|HTTP/2, 16 conn × 10 streams, 13 B|h2|/13b|13|-t1 -c16 -m10|r|get"
+  "h2_1k|HTTP/2, 16 conn × 10 streams, 1 KiB|h2|/1k|1024|-t1 -c16 -m10|r|get"
+  "close|New TLS connection per request, 13 B|wrk|/13b|13|-t1 -c16 -H Connection:close|r|get"
+  "lat|One connection, back to back, 13 B|wrk|/13b|13|-t1 -c1|r|get"
+  "up_100k|HTTP/1.1 keep-alive upload, 100 KiB POST, 13 B answer|wrk|/upload|13|-t1 -c8|u|upload"
+  "h2h2_13|HTTP/2 to an HTTP/2 TLS origin, 16 conn × 10 streams, 13 B|h2|/h2o/13b|13|-t1 -c16 -m10|r|h2origin"
+  "grpc|gRPC unary calls (SayHello), 16 conn × 10 streams|h2|$GRPC_PATH|18|-t1 -c16 -m10|r|grpc"
+  "h1_1k_2w|HTTP/1.1 keep-alive, 1 KiB, 2 proxy workers on 2 cores|wrk|/1k|1024|-t2 -c64|r|2w"
 )
 
-log() { echo "proxy-compare: $*" >&2; }
-
+bench_load_params
+bench_select ALL_CELLS "$CELLS"
 if [ "${REPORT_ONLY:-0}" = 1 ]; then
-  # shellcheck source=/dev/null
-  source "$WORK/params"
+  # A run of an older version of this script has no rows for the cells added since.
+  measured=()
+  have=" $(jq -r .id "$WORK/results.jsonl" | sort -u | tr '\n' ' ') "
+  for line in "${selected[@]}"; do
+    [[ $have == *" ${line%%|*} "* ]] && measured+=("$line")
+  done
+  selected=("${measured[@]}")
 fi
-
-selected=()
-for line in "${ALL_CELLS[@]}"; do
-  id=${line%%|*}
-  if [ "$CELLS" = all ] || [[ " $CELLS " == *" $id "* ]]; then selected+=("$line"); fi
-done
 read -r -a servers <<<"$SERVERS"
+# Whether a selected cell is of KIND.
+selected_kind() {
+  local line
+  for line in "${selected[@]}"; do [ "${line##*|}" = "$1" ] && return 0; done
+  return 1
+}
+# Why SERVER cannot do a cell of KIND (empty: it can).
+na_reason() { # server kind
+  case $2 in
+    h2origin) [ "$1" != nginx ] || echo "nginx's proxy_pass speaks HTTP/1.x to origins (no HTTP/2 upstreams outside grpc_pass)" ;;
+    2w) [ "$CORES" -ge 4 ] || echo "needs ≥ 4 cores (2 for the proxy, 2 for origin and load), this machine has $CORES" ;;
+  esac
+}
 RESULTS=$WORK/results.jsonl
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
 # ---- prerequisites --------------------------------------------------------------------------
-for tool in nginx haproxy wrk h2load jq curl openssl taskset; do
-  command -v "$tool" >/dev/null 2>&1 || {
-    log "missing $tool (Debian: nginx-light haproxy wrk nghttp2-client jq curl openssl util-linux)"
-    exit 2
-  }
-done
-if [ "${BUILD:-0}" = 1 ] || { [ -z "${GATEWAY_BIN:-}" ] && [ ! -x "$BIN" ]; }; then
-  log "building tlsgate (release)"
-  cargo build --release -p tlsgate >&2
-fi
-# A private copy, so a rebuild during the run cannot swap the binary under the measurements.
-cp "${GATEWAY_BIN:-$BIN}" "$WORK/tlsgate-server"
-GW_BIN=$WORK/tlsgate-server
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+bench_install_missing nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client jq:jq curl:curl \
+  openssl:openssl taskset:util-linux
+bench_build_tlsgate "$BIN"
+bench_copy_gateway "$BIN"
+bench_raise_nofile
 mkdir -p "$WORK/www" "$WORK/nginx-tmp" "$WORK/origin-tmp"
 # nginx's workers run as an unprivileged user when started as root: they must reach the files.
 chmod 755 "$WORK" "$WORK/www"
@@ -107,78 +144,72 @@ printf 'Hello, world!' >"$WORK/www/13b"
 head -c 1024 /dev/urandom >"$WORK/www/1k"
 head -c 102400 /dev/urandom >"$WORK/www/100k"
 head -c 1048576 /dev/urandom >"$WORK/www/1m"
-if [ ! -s "$WORK/leaf.pem" ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-    -subj /CN=proxy-compare-ca -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
-    -keyout "$WORK/leaf.key" -out "$WORK/leaf.csr" 2>/dev/null
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' \
-    >"$WORK/leaf.ext"
-  openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
-    -days 30 -extfile "$WORK/leaf.ext" -out "$WORK/leaf.pem" 2>/dev/null
-  cat "$WORK/leaf.pem" "$WORK/leaf.key" >"$WORK/haproxy.pem"
-fi
+bench_mint_certificate proxy-compare-ca
+# The upload cell's body (wrk builds its own from upload.lua; curl's checks send this file).
+head -c "$UPLOAD_BYTES" /dev/zero | tr '\0' x >"$WORK/upload.bin"
+printf 'wrk.method = "POST"\nwrk.body = string.rep("x", %d)\nwrk.headers["Content-Type"] = "application/octet-stream"\n' \
+  "$UPLOAD_BYTES" >"$WORK/upload.lua"
+# One gRPC message each way (5-byte prefix: not compressed, length; then the protobuf):
+# HelloRequest{name: "world"} and the origin's HelloReply{message: "Hello world"}.
+printf '\x00\x00\x00\x00\x07\x0a\x05world' >"$WORK/grpc-request.bin"
+printf '\x00\x00\x00\x00\x0d\x0a\x0bHello world' >"$WORK/grpc-reply.bin"
+: >"$WORK/origin-upload.log"
+chmod 666 "$WORK/origin-upload.log"
 render() { # template out server
-  sed -e "s|@WORK@|$WORK|g" -e "s|@PORT@|$(port_of "$3")|g" -e "s|@ADMIN@|$ADMIN|g" \
-    -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" "$1" >"$2"
+  bench_render "$1" "$2" WORK="$WORK" PORT="$(port_of "$3")" ADMIN="$ADMIN" ORIGIN_PORT="$ORIGIN_PORT" \
+    ORIGIN_H2_PORT="$ORIGIN_H2_PORT" GRPC_PORT="$GRPC_PORT"
 }
 render scripts/proxy/origin.conf.in "$WORK/origin.conf" origin
 render scripts/proxy/tlsgate.toml.in "$WORK/tlsgate.toml" tlsgate
 render scripts/proxy/nginx.conf.in "$WORK/nginx.conf" nginx
 render scripts/proxy/haproxy.cfg.in "$WORK/haproxy.cfg" haproxy
-"$GW_BIN" check --config "$WORK/tlsgate.toml" --ca "$WORK/ca.pem" >"$WORK/tlsgate-check.txt" 2>&1 || {
-  log "tlsgate check refused $WORK/tlsgate.toml:"
-  cat "$WORK/tlsgate-check.txt" >&2
-  exit 1
-}
-for c in origin nginx; do
+# The 2-worker variants (h1_1k_2w).
+sed 's/^workers = 1$/workers = 2/' "$WORK/tlsgate.toml" >"$WORK/tlsgate-2w.toml"
+sed 's/^worker_processes 1;$/worker_processes 2;/' "$WORK/nginx.conf" >"$WORK/nginx-2w.conf"
+sed 's/^    nbthread 1$/    nbthread 2/' "$WORK/haproxy.cfg" >"$WORK/haproxy-2w.cfg"
+for c in tlsgate tlsgate-2w; do
+  "$GW_BIN" check --config "$WORK/$c.toml" --ca "$WORK/ca.pem" >"$WORK/$c-check.txt" 2>&1 || {
+    log "tlsgate check refused $WORK/$c.toml:"
+    cat "$WORK/$c-check.txt" >&2
+    exit 1
+  }
+done
+for c in origin nginx nginx-2w; do
   nginx -t -p "$WORK" -c "$WORK/$c.conf" -e "$WORK/$c-error.log" >"$WORK/$c-t.txt" 2>&1 || {
     cat "$WORK/$c-t.txt" >&2
     exit 1
   }
 done
-haproxy -c -f "$WORK/haproxy.cfg" >"$WORK/haproxy-c.txt" 2>&1 || {
-  cat "$WORK/haproxy-c.txt" >&2
-  exit 1
-}
+for c in haproxy haproxy-2w; do
+  haproxy -c -f "$WORK/$c.cfg" >"$WORK/$c-c.txt" 2>&1 || {
+    cat "$WORK/$c-c.txt" >&2
+    exit 1
+  }
+done
+if selected_kind grpc; then
+  # The gRPC origin (grpc-go's helloworld Greeter), built here; Go's build cache makes it quick
+  # after the first time.
+  command -v go >/dev/null 2>&1 || bench_install_missing go:golang-go
+  mkdir -p "$WORK/grpc-origin-src"
+  cp scripts/proxy/grpc-origin/main.go scripts/proxy/grpc-origin/go.mod scripts/proxy/grpc-origin/go.sum \
+    "$WORK/grpc-origin-src/"
+  log "building the gRPC origin (go build)"
+  (cd "$WORK/grpc-origin-src" && go build -o "$WORK/grpc-origin" .) >"$WORK/grpc-origin-build.txt" 2>&1 || {
+    log "go build of the gRPC origin failed:"
+    cat "$WORK/grpc-origin-build.txt" >&2
+    exit 1
+  }
+fi
 fi
 
 # ---- processes ------------------------------------------------------------------------------
-TCK=$(getconf CLK_TCK)
-procs() { echo "$1" $(pgrep -P "$1" 2>/dev/null || true); }
-# "utime stime" of the process and its children (all threads, exited ones included), clock ticks.
-cpu_ticks() {
-  local u=0 k=0 p f
-  for p in $(procs "$1"); do
-    [ -r "/proc/$p/stat" ] || continue
-    read -r -a f <<<"$(sed 's/.*) //' "/proc/$p/stat")"
-    u=$((u + f[11])) k=$((k + f[12]))
-  done
-  echo "$u $k"
-}
-
-wait_port() {
-  local i
-  for i in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
 ORIGIN_PID=""
+GRPC_PID=""
 PROXY_PID=""
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
-  stop_pid "$PROXY_PID"
-  stop_pid "$ORIGIN_PID"
+  bench_stop_pid "$PROXY_PID"
+  bench_stop_pid "$GRPC_PID"
+  bench_stop_pid "$ORIGIN_PID"
 }
 trap cleanup EXIT
 
@@ -186,9 +217,19 @@ start_origin() {
   taskset -c "$LOAD_CPU" nginx -p "$WORK" -c "$WORK/origin.conf" -e "$WORK/origin-error.log" \
     >"$WORK/origin.log" 2>&1 &
   ORIGIN_PID=$!
-  wait_port "$ORIGIN_PORT" || {
+  bench_wait_port "$ORIGIN_PORT" && bench_wait_port "$ORIGIN_H2_PORT" || {
     log "the origin did not start:"
     cat "$WORK/origin.log" "$WORK/origin-error.log" >&2 || true
+    exit 1
+  }
+}
+start_grpc_origin() {
+  GOMAXPROCS=1 taskset -c "$LOAD_CPU" "$WORK/grpc-origin" -listen "127.0.0.1:$GRPC_PORT" \
+    -status "127.0.0.1:$GRPC_STATUS_PORT" >"$WORK/grpc-origin.log" 2>&1 &
+  GRPC_PID=$!
+  bench_wait_port "$GRPC_PORT" && bench_wait_port "$GRPC_STATUS_PORT" || {
+    log "the gRPC origin did not start:"
+    cat "$WORK/grpc-origin.log" >&2 || true
     exit 1
   }
 }
@@ -196,38 +237,36 @@ start_origin() {
 origin_requests() {
   curl -s "http://127.0.0.1:$ORIGIN_PORT/origin-status" | awk 'NR == 3 { print $3 }'
 }
-# "accepted-connections requests" of the origin.
-origin_counts() {
-  curl -s "http://127.0.0.1:$ORIGIN_PORT/origin-status" | awk 'NR == 3 { print $1, $3 }'
-}
-
-start_proxy() {
-  local s=$1
-  case $s in
-    tlsgate)
-      RUST_LOG=warn taskset -c "$PROXY_CPU" "$GW_BIN" serve --config "$WORK/tlsgate.toml" >>"$WORK/tlsgate.log" 2>&1 &
+# "accepted-connections requests bad" at the origin of a cell of KIND. get, h2origin, 2w: nginx's
+# stub_status (its own request included, bad 0); upload: uploads logged with status 200 and the
+# whole body, and the others (bad: refused, or cut short when the client stopped); grpc: the Go
+# origin's connections, OK calls, refused calls.
+origin_counts() { # kind
+  case $1 in
+    grpc) curl -s "http://127.0.0.1:$GRPC_STATUS_PORT/" ;;
+    upload)
+      echo "$(curl -s "http://127.0.0.1:$ORIGIN_PORT/origin-status" | awk 'NR == 3 { print $1 }')" \
+        "$(awk -v z="$UPLOAD_BYTES" '$1 == 200 && $2 == z && $3 > z { n++ } END { print n + 0 }' "$WORK/origin-upload.log")" \
+        "$(awk -v z="$UPLOAD_BYTES" '!($1 == 200 && $2 == z && $3 > z) { n++ } END { print n + 0 }' "$WORK/origin-upload.log")"
       ;;
-    nginx)
-      taskset -c "$PROXY_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log" >>"$WORK/nginx.log" 2>&1 &
-      ;;
-    haproxy)
-      taskset -c "$PROXY_CPU" haproxy -db -f "$WORK/haproxy.cfg" >>"$WORK/haproxy.log" 2>&1 &
-      ;;
-    *)
-      log "unknown server $s"
-      exit 2
-      ;;
+    *) curl -s "http://127.0.0.1:$ORIGIN_PORT/origin-status" | awk 'NR == 3 { print $1, $3, 0 }' ;;
   esac
-  PROXY_PID=$!
-  if ! wait_port "$(port_of "$s")"; then
-    log "$s did not start; log:"
-    tail -20 "$WORK/$s.log" >&2 || true
-    exit 1
+}
+# The status requests origin_counts itself adds to the count of KIND.
+origin_self() { case $1 in grpc | upload) echo 0 ;; *) echo 1 ;; esac; }
+
+start_proxy() { # server [kind: 2w = the 2-worker configuration on 2 cores]
+  local s=$1 conf cpus=$PROXY_CPU
+  conf=$(bench_conf "$s")
+  if [ "${2:-}" = 2w ]; then
+    conf=${conf%.*}-2w.${conf##*.}
+    cpus=$PROXY_CPU,$PROXY_CPU_2W
   fi
-  sleep 0.3 # nginx forks its worker after binding
+  bench_start_server "$s" "$cpus" "$conf" "$(port_of "$s")" 0.3
+  PROXY_PID=$BENCH_PID
 }
 stop_proxy() {
-  stop_pid "$PROXY_PID"
+  bench_stop_pid "$PROXY_PID"
   PROXY_PID=""
 }
 
@@ -245,13 +284,55 @@ check_proxy() { # server path size h1|h2
   want="200 $3 $([ "$4" = h2 ] && echo 2 || echo 1.1)"
   [ "$got" = "$want" ] || echo "curl $4 $2: got '$got', want '$want'"
 }
-
-# tlsgate's handshake counters: "full resumed".
-tlsgate_counts() {
-  curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '
-    /^tlsgate_handshakes_total\{/ { if ($0 ~ /outcome="full"/) f += $NF; else r += $NF }
-    END { printf "%d %d\n", f, r }'
+# Empty when a 100 KiB POST through the proxy gets 200 and the 13 B answer, and the origin logged
+# it with its whole body; else why not.
+check_upload() { # server
+  local got want="200 13 1.1" n0 n1
+  read -r _ n0 _ <<<"$(origin_counts upload)"
+  got=$(curl -sk --http1.1 -o /dev/null -w '%{http_code} %{size_download} %{http_version}' \
+    -H 'Content-Type: application/octet-stream' --data-binary "@$WORK/upload.bin" \
+    "https://127.0.0.1:$(port_of "$1")/upload" 2>/dev/null || echo "curl-failed")
+  [ "$got" = "$want" ] || { echo "curl POST /upload: got '$got', want '$want'"; return; }
+  read -r _ n1 _ <<<"$(origin_counts upload)"
+  [ $((n1 - n0)) = 1 ] || echo "POST /upload: the origin did not log a whole $UPLOAD_BYTES-byte body"
 }
+# Empty when PATH reaches the HTTP/2 origin over HTTP/2 and comes back whole over HTTP/2.
+check_h2origin() { # server path size
+  local got want="200 $3 2 HTTP/2.0"
+  got=$(curl -sk --http2 -o /dev/null -w '%{http_code} %{size_download} %{http_version} %header{x-origin-proto}' \
+    "https://127.0.0.1:$(port_of "$1")$2" 2>/dev/null || echo "curl-failed")
+  [ "$got" = "$want" ] || echo "curl h2 $2 (code, size, version, origin protocol): got '$got', want '$want'"
+}
+# Empty when a SayHello call through the proxy gets HTTP/2 200, the origin's exact reply message
+# and the trailer grpc-status: 0; else why not.
+check_grpc() { # server
+  local got rc=0 hdr=$WORK/grpc-check-headers.txt body=$WORK/grpc-check-body.bin grpc
+  : >"$hdr"
+  : >"$body"
+  got=$(curl -sk --http2 -o "$body" -D "$hdr" -w '%{http_code} %{http_version}' \
+    -H 'content-type: application/grpc' -H 'te: trailers' --data-binary "@$WORK/grpc-request.bin" \
+    "https://127.0.0.1:$(port_of "$1")$GRPC_PATH" 2>/dev/null) || rc=$?
+  grpc=$(tr -d '\r' <"$hdr" | grep -i '^grpc-' | tr '\n' ' ' | sed 's/ $//')
+  if [ "$rc" != 0 ] || [ "$got" != "200 2" ]; then
+    echo "gRPC SayHello: got '$got' (curl exit $rc), want '200 2'${grpc:+; $grpc}"
+  elif ! cmp -s "$body" "$WORK/grpc-reply.bin"; then
+    echo "gRPC SayHello: the reply message is not the origin's (got $(wc -c <"$body") bytes: $(od -An -tx1 "$body" | head -2 | tr -s ' \n' ' '))${grpc:+; $grpc}"
+  elif ! tr -d '\r' <"$hdr" | grep -qix 'grpc-status: 0'; then
+    echo "gRPC SayHello: no grpc-status 0 (${grpc:-no grpc- fields})"
+  fi
+}
+# The check of one run of a cell of KIND: empty when the proxy answers right.
+check_cell() { # server kind path size proto
+  case $2 in
+    upload) check_upload "$1" ;;
+    h2origin) check_h2origin "$1" "$3" "$4" ;;
+    grpc) check_grpc "$1" ;;
+    *) check_proxy "$1" "$3" "$4" "$5" ;;
+  esac
+}
+
+# tlsgate's handshake counters: "full resumed failures".
+tlsgate_counts() { bench_tlsgate_handshakes "$ADMIN"; }
 
 # wrk's latency values (318.00us, 1.23ms, 2.00s) in microseconds.
 to_us() {
@@ -261,47 +342,58 @@ to_us() {
     printf "%.0f", (m < 0 ? -1 : n * m) }'
 }
 
-run_load() { # tool url args... -> the tool's output on stdout
-  local tool=$1 url=$2 args=$3
+run_load() { # tool url args kind -> the tool's output on stdout
+  local tool=$1 url=$2 args=$3 kind=${4:-get} cpus=$LOAD_CPU extra=()
+  [ "$kind" = 2w ] && cpus=$LOAD_CPU,$LOAD_CPU_2W
   if [ "$tool" = wrk ]; then
-    local hdr=()
     if [[ $args == *Connection:close* ]]; then
-      hdr=(-H "Connection: close")
+      extra=(-H "Connection: close")
       args=${args/-H Connection:close/}
     fi
+    [ "$kind" = upload ] && extra+=(-s "$WORK/upload.lua")
     # shellcheck disable=SC2086
-    timeout $((DURATION + 30)) taskset -c "$LOAD_CPU" wrk $args "${hdr[@]}" -d "${DURATION}s" --latency "$url" 2>&1
+    timeout $((DURATION + 30)) taskset -c "$cpus" wrk $args "${extra[@]}" -d "${DURATION}s" --latency "$url" 2>&1
   else
+    [ "$kind" = grpc ] && extra=(-d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' -H 'te: trailers')
     # shellcheck disable=SC2086
-    timeout $((DURATION + 30)) taskset -c "$LOAD_CPU" h2load $args -D "$DURATION" "$url" 2>&1
+    timeout $((DURATION + 30)) taskset -c "$cpus" h2load $args "${extra[@]}" -D "$DURATION" "$url" 2>&1
   fi
 }
 
 run_cell() { # round server cell-line
-  local round=$1 s=$2 line=$3 id label tool path size args fig
-  IFS='|' read -r id label tool path size args fig <<<"$line"
+  local round=$1 s=$2 line=$3 id label tool path size args fig kind
+  IFS='|' read -r id label tool path size args fig kind <<<"$line"
+  local na
+  na=$(na_reason "$s" "$kind")
+  if [ -n "$na" ]; then
+    log "round $round, $s $id: n/a ($na)"
+    jq -cn --arg id "$id" --arg s "$s" --argjson r "$round" --arg check "n/a: $na" \
+      '{id: $id, server: $s, round: $r, check: $check}' >>"$RESULTS"
+    return
+  fi
   local url txt check=ok
   url="https://127.0.0.1:$(port_of "$s")$path"
   txt=$WORK/$s-$id-$round.txt
-  start_proxy "$s"
+  start_proxy "$s" "$kind"
   local proto=h1
   [ "$tool" = h2 ] && proto=h2
   local why
-  why=$(check_proxy "$s" "$path" "$size" "$proto")
+  why=$(check_cell "$s" "$kind" "$path" "$size" "$proto")
   [ -z "$why" ] || check="FAIL: $why"
-  local m0="0 0" m1="0 0" o0 o1 a0 a1 u0 u1 k0 k1 t0 t1
+  local m0="0 0" m1="0 0" o0 o1 a0 a1 b0 b1 u0 u1 k0 k1 t0 t1
   [ "$s" = tlsgate ] && m0=$(tlsgate_counts)
-  read -r a0 o0 <<<"$(origin_counts)"
-  read -r u0 k0 <<<"$(cpu_ticks "$PROXY_PID")"
+  read -r a0 o0 b0 <<<"$(origin_counts "$kind")"
+  read -r u0 k0 <<<"$(bench_cpu_ticks "$PROXY_PID")"
   t0=$(date +%s.%N)
-  run_load "$tool" "$url" "$args" >"$txt" || true
+  run_load "$tool" "$url" "$args" "$kind" >"$txt" || true
   t1=$(date +%s.%N)
-  read -r u1 k1 <<<"$(cpu_ticks "$PROXY_PID")"
-  read -r a1 o1 <<<"$(origin_counts)"
+  read -r u1 k1 <<<"$(bench_cpu_ticks "$PROXY_PID")"
+  read -r a1 o1 b1 <<<"$(origin_counts "$kind")"
   [ "$s" = tlsgate ] && m1=$(tlsgate_counts)
-  local temp_files=0
+  local temp_files=0 temp_bodies=0
   if [ "$s" = nginx ]; then
-    temp_files=$(grep -c 'buffered to a temporary file' "$WORK/nginx-error.log" 2>/dev/null || true)
+    temp_files=$(grep -c 'upstream response is buffered to a temporary file' "$WORK/nginx-error.log" 2>/dev/null || true)
+    temp_bodies=$(grep -c 'client request body is buffered to a temporary file' "$WORK/nginx-error.log" 2>/dev/null || true)
     : >"$WORK/nginx-error.log"
   fi
   stop_proxy
@@ -346,11 +438,15 @@ run_cell() { # round server cell-line
     neg="$(awk -F': ' '/^Application protocol:/ { print $2 }' "$txt") $(awk -F': ' '/^Cipher:/ { print $2 }' "$txt")"
     [[ $neg == h2* ]] || errs="${errs:+$errs; }not HTTP/2: $neg"
   fi
-  # Every request the client counted must have reached the origin (the +1 is the second status
+  # Every request the client counted must have reached the origin (minus the second status
   # request itself; the proxy may have forwarded requests the client had no time to count).
-  local odelta=$((o1 - o0 - 1))
+  local odelta=$((o1 - o0 - $(origin_self "$kind"))) bad=$((b1 - b0))
   if [ "$odelta" -lt "$count" ]; then
     errs="${errs:+$errs; }origin served $odelta requests, the client counted $count"
+  fi
+  # The gRPC origin refuses a call whose message is not the one sent (the proxy corrupted it).
+  if [ "$kind" = grpc ] && [ "$bad" -gt 0 ]; then
+    errs="${errs:+$errs; }the gRPC origin refused $bad calls with a wrong message"
   fi
   if [ "$check" = ok ] && [ -n "$errs" ]; then check="FAIL: $errs"; fi
   if [ "$check" = ok ] && [ "$count" -le 0 ]; then check="FAIL: no request completed"; fi
@@ -362,45 +458,45 @@ run_cell() { # round server cell-line
   sys=$(awk -v a="$k0" -v b="$k1" -v t="$TCK" 'BEGIN { printf "%.2f", (b - a) / t }')
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
   per=$(awk -v n="$count" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", n / c; else print 0 }')
-  mib=$(awk -v n="$count" -v z="$size" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.1f", n * z / 1048576 / c; else print 0 }')
+  local z=$size
+  [ "$fig" = u ] && z=$UPLOAD_BYTES
+  mib=$(awk -v n="$count" -v z="$z" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.1f", n * z / 1048576 / c; else print 0 }')
   rate=$(awk -v n="$count" -v s="$secs" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print 0 }')
-  read -r f0 r0 <<<"$m0"
-  read -r f1 r1 <<<"$m1"
+  read -r f0 r0 _ <<<"$m0"
+  read -r f1 r1 _ <<<"$m1"
   full=$((f1 - f0)) resumed=$((r1 - r0))
   local load
   load=$(cut -d' ' -f1 /proc/loadavg)
   if [[ $check == FAIL* ]]; then
     log "round $round, $s $id: **$check** (see $txt)"
   else
-    log "round $round, $s $id: $rate/s, proxy CPU ${cpu}s of ${secs}s, $per req per CPU-s$([ "$fig" = m ] && echo " = $mib MiB per CPU-s"), p50 ${p50}us p99 ${p99}us, load $load"
+    log "round $round, $s $id: $rate/s, proxy CPU ${cpu}s of ${secs}s, $per req per CPU-s$([ "$fig" = m ] && echo " = $mib MiB per CPU-s")$([ "$fig" = u ] && echo " = $mib MiB uploaded per CPU-s"), p50 ${p50}us p99 ${p99}us, load $load"
   fi
   jq -cn --arg id "$id" --arg s "$s" --argjson r "$round" --argjson count "$count" \
     --argjson secs "$secs" --argjson wall "$wall" --argjson rate "$rate" --argjson cpu "$cpu" \
     --argjson per "$per" --argjson mib "$mib" --argjson user "$user" --argjson sys "$sys" --argjson conns "$conns" --argjson p50 "$p50" --argjson p99 "$p99" \
     --argjson origin "$odelta" --argjson full "$full" --argjson resumed "$resumed" \
-    --argjson temp "${temp_files:-0}" --arg neg "$neg" --arg load "$load" --arg check "$check" \
+    --argjson temp "${temp_files:-0}" --argjson tempb "${temp_bodies:-0}" --argjson bad "$bad" \
+    --arg neg "$neg" --arg load "$load" --arg check "$check" \
     '{id: $id, server: $s, round: $r, count: $count, secs: $secs, wall: $wall, rate: $rate,
       cpu: $cpu, user: $user, sys: $sys, per: $per, mib: $mib, origin_conns: $conns, p50_us: $p50, p99_us: $p99, origin: $origin,
-      tlsgate_full: $full, tlsgate_resumed: $resumed, nginx_temp_files: $temp, neg: $neg,
-      loadavg: $load, check: $check}' >>"$RESULTS"
+      origin_bad: $bad, tlsgate_full: $full, tlsgate_resumed: $resumed, nginx_temp_files: $temp,
+      nginx_temp_bodies: $tempb, neg: $neg, loadavg: $load, check: $check}' >>"$RESULTS"
 }
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
   : >"$RESULTS"
   # What was measured: the tree the script ran from and the server binary's hash.
   GW_ID="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown), $(basename "${GATEWAY_BIN:-$BIN}") sha256 $(sha256sum "$GW_BIN" | cut -c1-12)"
-  printf 'DURATION=%s\nROUNDS=%s\nSERVERS="%s"\nCELLS="%s"\nPROXY_CPU=%s\nLOAD_CPU=%s\nGW_ID="%s"\n' \
-    "$DURATION" "$ROUNDS" "$SERVERS" "$CELLS" "$PROXY_CPU" "$LOAD_CPU" "$GW_ID" >"$WORK/params"
+  bench_save_params DURATION ROUNDS SERVERS CELLS PROXY_CPU LOAD_CPU PROXY_CPU_2W LOAD_CPU_2W GW_ID
   log "work directory $WORK; proxies on CPU $PROXY_CPU, origin and load on CPU $LOAD_CPU; $ROUNDS rounds of ${DURATION}s per cell"
   # A port already taken would make wait_port find somebody else's server.
-  for p in "$ORIGIN_PORT" "$ADMIN" $(for s in "${servers[@]}"; do port_of "$s"; done); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      log "port $p is already in use (another run of this script?)"
-      exit 1
-    fi
-  done
+  bench_ports_free "$ORIGIN_PORT" "$ORIGIN_H2_PORT" "$ADMIN" $(for s in "${servers[@]}"; do port_of "$s"; done) \
+    $(selected_kind grpc && echo "$GRPC_PORT $GRPC_STATUS_PORT") || exit 1
   start_origin
-  # Every proxy must answer every size over both protocols with the origin's exact body.
+  selected_kind grpc && start_grpc_origin
+  # Every proxy must answer every size over both protocols with the origin's exact body, and
+  # what the selected cells of the other kinds ask of it.
   for s in "${servers[@]}"; do
     start_proxy "$s"
     bad=""
@@ -415,29 +511,34 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
     fetch "$s" /no-such-file h1 >/dev/null
     o1=$(origin_requests)
     [ $((o1 - o0)) = 2 ] || bad="${bad:+$bad; }the origin did not see the request for /no-such-file"
+    also=""
+    for k in upload h2origin grpc; do
+      selected_kind "$k" && [ -z "$(na_reason "$s" "$k")" ] || continue
+      for line in "${selected[@]}"; do
+        [ "${line##*|}" = "$k" ] || continue
+        IFS='|' read -r _ _ _ kpath ksize _ <<<"$line"
+        why=$(check_cell "$s" "$k" "$kpath" "$ksize" h2)
+        [ -z "$why" ] || bad="${bad:+$bad; }$why"
+        also="${also:+$also, }$k"
+        break
+      done
+    done
     stop_proxy
     if [ -n "$bad" ]; then
       log "$s does not proxy correctly: $bad"
       exit 1
     fi
-    log "$s proxies all four sizes over HTTP/1.1 and HTTP/2"
+    log "$s proxies all four sizes over HTTP/1.1 and HTTP/2${also:+ (and passes the $also checks)}"
   done
-  for round in $(seq 1 "$ROUNDS"); do
-    for line in "${selected[@]}"; do
-      n=${#servers[@]}
-      for i in $(seq 0 $((n - 1))); do
-        run_cell "$round" "${servers[$(((i + round - 1) % n))]}" "$line"
-      done
-    done
-  done
+  bench_rounds "$ROUNDS" run_cell
 
   # ---- one profiled run (not counted) ----
   if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1 && [[ " $SERVERS " == *" tlsgate "* ]]; then
     log "profiling tlsgate in the h2_13 cell (perf record -g, not counted)"
     start_proxy tlsgate
     for line in "${ALL_CELLS[@]}"; do [ "${line%%|*}" = h2_13 ] && pline=$line; done
-    IFS='|' read -r _ _ ptool ppath _ pargs _ <<<"$pline"
-    run_load "$ptool" "https://127.0.0.1:$(port_of tlsgate)$ppath" "$pargs" >"$WORK/profile-load.txt" &
+    IFS='|' read -r _ _ ptool ppath _ pargs _ pkind <<<"$pline"
+    run_load "$ptool" "https://127.0.0.1:$(port_of tlsgate)$ppath" "$pargs" "$pkind" >"$WORK/profile-load.txt" &
     lpid=$!
     sleep 0.5
     perf record -q -g -F 999 -p "$PROXY_PID" -o "$WORK/perf.data" -- sleep "$((DURATION > 2 ? DURATION - 1 : 1))" \
@@ -451,51 +552,64 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
         >"$WORK/perf-report-dso.txt" 2>/dev/null || true
     fi
   fi
-  stop_pid "$ORIGIN_PID"
+  bench_stop_pid "$GRPC_PID"
+  GRPC_PID=""
+  bench_stop_pid "$ORIGIN_PID"
   ORIGIN_PID=""
 fi
 
 # ---- tables ---------------------------------------------------------------------------------
 ids=()
 for line in "${selected[@]}"; do ids+=("${line%%|*}"); done
-labels=$(for line in "${selected[@]}"; do IFS='|' read -r id label tool path size args fig <<<"$line"; \
-  jq -cn --arg id "$id" --arg lab "$label" --arg tool "$tool" --arg args "$args" --arg fig "$fig" \
-  '{id: $id, label: $lab, tool: $tool, args: $args, fig: $fig}'; done | jq -s .)
+labels=$(for line in "${selected[@]}"; do IFS='|' read -r id label tool path size args fig kind <<<"$line"; \
+  jq -cn --arg id "$id" --arg lab "$label" --arg tool "$tool" --arg args "$args" --arg fig "$fig" --arg kind "$kind" \
+  '{id: $id, label: $lab, tool: $tool, args: $args, fig: $fig, kind: $kind}'; done | jq -s .)
 servers_json=$(printf '%s\n' "${servers[@]}" | jq -R . | jq -s .)
 
-JQ_COMMON='
-  def median: sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
+# runs: the measured runs of a cell and server (not the n/a ones); na: the n/a ones.
+JQ_COMMON="$BENCH_JQ_MEDIAN"'
   def name: {"tlsgate": "tlsgate", "nginx": "nginx", "haproxy": "HAProxy"}[.] // .;
   def k: if . == null then "—" elif . >= 10000 then "\(. / 1000 | round)k"
          elif . >= 100 then "\(. | round)" else "\(. * 10 | round / 10)" end;
   def us: if . == null or . < 0 then "—" elif . >= 1000 then "\(. / 10 | round / 100) ms" else "\(. | round) µs" end;
   . as $runs
-  | def runs($id; $s): $runs | map(select(.id == $id and .server == $s));
+  | def runs($id; $s): $runs | map(select(.id == $id and .server == $s and (.check | startswith("n/a") | not)));
+    def na($id; $s): $runs | map(select(.id == $id and .server == $s and (.check | startswith("n/a"))));
     def ok($id; $s): runs($id; $s) | map(select(.check | startswith("ok")));
     def failed($id; $s): runs($id; $s) | map(select(.check | startswith("ok") | not));
 '
 echo
 echo "### Proxy path: work per proxy CPU-second"
 echo
-loads=$(jq -rs 'map(.loadavg | tonumber) | "\(min)–\(max)"' "$RESULTS")
-echo "Each proxy alone, 1 worker pinned to CPU $PROXY_CPU; origin (nginx, 1 worker) and load generator pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, median shown (tlsgate: ${GW_ID:-?}; 1-minute load average during the runs $loads). Figure: requests (or MiB of response body) ÷ proxy CPU seconds (utime+stime, /proc). Higher is better; \`tlsgate ÷ best peer\` > 1 means tlsgate does more per CPU-second than the better of nginx and HAProxy. Latency rows: lower is better, and the ratio is tlsgate ÷ the lower peer (> 1: tlsgate slower)."
+loads=$(jq -rs 'map(select(.loadavg != null) | .loadavg | tonumber) | if length == 0 then "—" else "\(min)–\(max)" end' "$RESULTS")
+extra=""
+if selected_kind upload; then
+  extra="$extra Uploads: requests, and MiB of request body in brackets, ÷ proxy CPU seconds; the origin reads each whole body before it answers."
+fi
+if selected_kind grpc; then
+  extra="$extra gRPC: the origin is a Go grpc-go server (GOMAXPROCS=1) on CPU $LOAD_CPU."
+fi
+if selected_kind 2w; then
+  extra="$extra 2-worker cell: the proxy with 2 workers (threads) on CPUs $PROXY_CPU,$PROXY_CPU_2W and the load on CPUs $LOAD_CPU,$LOAD_CPU_2W; compare it with the 1-worker 1 KiB row."
+fi
+echo "Each proxy alone, 1 worker pinned to CPU $PROXY_CPU; origin (nginx, 1 worker) and load generator pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, median shown (tlsgate: ${GW_ID:-?}; 1-minute load average during the runs $loads). Figure: requests (or MiB of response body) ÷ proxy CPU seconds (utime+stime, /proc). Higher is better; \`tlsgate ÷ best peer\` > 1 means tlsgate does more per CPU-second than the better of nginx and HAProxy. Latency rows: lower is better, and the ratio is tlsgate ÷ the lower peer (> 1: tlsgate slower).$extra"
 echo
-hdr="| cell | load | figure |"
-sep="|---|---|---|"
+cols=(l:cell l:load l:figure)
 for s in "${servers[@]}"; do
-  hdr="$hdr $(jq -rn --arg s "$s" '{"tlsgate": "tlsgate", "nginx": "nginx", "haproxy": "HAProxy"}[$s] // $s') |"
-  sep="$sep---:|"
+  cols+=("r:$(jq -rn --arg s "$s" '{"tlsgate": "tlsgate", "nginx": "nginx", "haproxy": "HAProxy"}[$s] // $s')")
 done
-echo "$hdr tlsgate ÷ best peer |"
-echo "$sep---:|"
+bench_table_head "${cols[@]}" "r:tlsgate ÷ best peer"
 jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
   $cells[] as $c
   | ($servers | map(. as $s | {s: $s, f: failed($c.id; $s) | length, n: runs($c.id; $s) | length,
-       v: (ok($c.id; $s) | map(if $c.fig == "m" then .mib else .per end) | median)})) as $row
+       na: na($c.id; $s) | length,
+       v: (ok($c.id; $s) | map(if $c.fig == "m" then .mib else .per end) | median),
+       mb: (ok($c.id; $s) | map(.mib) | median)})) as $row
   | ($row | map(select(.s == "tlsgate")) | .[0]) as $t
   | ($row | map(select(.s != "tlsgate" and .f == 0 and .v != null)) | max_by(.v)) as $best
-  | "| \($c.label) | \($c.tool | if . == "h2" then "h2load" else . end) \($c.args | gsub("Connection:close"; "\u0027Connection: close\u0027")) | \(if $c.fig == "m" then "MiB per CPU-s" else "req per CPU-s" end) | "
-    + ($row | map(if .n == 0 then "—" elif .f > 0 then "**FAIL** (\(.f)/\(.n))" else (.v | k) end) | join(" | "))
+  | "| \($c.label) | \($c.tool | if . == "h2" then "h2load" else . end) \($c.args | gsub("Connection:close"; "\u0027Connection: close\u0027")) | \(if $c.kind == "grpc" then "calls per CPU-s" else {"m": "MiB per CPU-s", "u": "req (MiB uploaded) per CPU-s"}[$c.fig] // "req per CPU-s" end) | "
+    + ($row | map(if .n == 0 and .na > 0 then "n/a" elif .n == 0 then "—" elif .f > 0 then "**FAIL** (\(.f)/\(.n))"
+                  elif $c.fig == "u" then "\(.v | k) (\(.mb | k))" else (.v | k) end) | join(" | "))
     + " | "
     + (if ($row | any(.f > 0)) then "— (a run failed)"
        elif $t == null or $t.v == null or $best == null then "—"
@@ -514,6 +628,12 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
             else "\($lt.v / $lbest.v * 100 | round / 100)× (\($lbest.s | name))" end) + " |"
      else empty end)
 ' "$RESULTS"
+jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
+  [ $cells[] as $c
+    | [ $servers[] as $s | na($c.id; $s) | select(length > 0) | {s: ($s | name), why: (.[0].check | ltrimstr("n/a: "))} ]
+    | group_by(.why)[] | "- n/a, \($c.label), \(map(.s) | join(", ")): \(.[0].why)." ]
+  | if length > 0 then "", .[] else empty end
+' "$RESULTS"
 
 echo
 echo "### Rates, CPU used and latency (medians)"
@@ -529,6 +649,8 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
   | "| \($c.label) | \($s | name) | \($ok | map(.rate) | median | k) | \($ok | map(.cpu / .secs) | median | if . == null then "—" else "\(. * 100 | round / 100)" end) | \($ok | map(select(.cpu > 0) | .user / .cpu) | median | if . == null then "—" else "\(. * 100 | round)%" end) | \($ok | map(select(.count > 0) | (.origin_conns // 0) * 1000 / .count) | median | if . == null then "—" else "\(. * 10 | round / 10)" end) | \($ok | map(.p50_us) | median | us) | \($ok | map(.p99_us) | median | us) | \($ok | length)/\($all | length) | "
     + ([ (if $s == "tlsgate" and $c.id == "close" then "TLS handshakes: \($all | map(.tlsgate_full) | add) full, \($all | map(.tlsgate_resumed) | add) resumed" else empty end),
          (if $s == "nginx" and ($all | map(.nginx_temp_files) | add) > 0 then "nginx buffered \($all | map(.nginx_temp_files) | add) responses to temp files" else empty end),
+         (if $s == "nginx" and ($all | map(.nginx_temp_bodies // 0) | add) > 0 then "nginx buffered \($all | map(.nginx_temp_bodies) | add) request bodies to temp files" else empty end),
+         (if $c.kind == "upload" then "the origin read \($all | map(.origin) | add) whole 100 KiB bodies, the client counted \($all | map(.count) | add) answers" else empty end),
          (if $c.tool == "h2" then ($all[0].neg) else empty end),
          (failed($c.id; $s) | map(.check) | unique | .[]) ] | join("; ")) + " |"
 ' "$RESULTS"
@@ -550,7 +672,7 @@ if [ -s "$WORK/perf-report.txt" ]; then
   echo '```'
 fi
 echo
-nfail=$(jq -s 'map(select(.check | startswith("ok") | not)) | length' "$RESULTS")
+nfail=$(jq -s 'map(select(.check | startswith("ok") or startswith("n/a") | not)) | length' "$RESULTS")
 log "raw results in $WORK (results.jsonl, <server>-<cell>-<round>.txt, perf-report.txt)"
 if [ "$nfail" -gt 0 ]; then
   log "$nfail run(s) FAILED (see the tables' notes); their figures are not used"

@@ -48,7 +48,7 @@ pub struct HandshakeLabels {
 /// Labels of a failed handshake.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailureLabels {
-    /// Why it failed: `timeout`, `plaintext_http`, `malformed`, `no_shared_parameters`, `unknown_sni`, `client_closed`, `other`.
+    /// Why it failed: `timeout`, `plaintext_http`, `malformed`, `no_shared_parameters`, `unknown_sni`, `client_cert_missing`, `client_cert_invalid`, `client_closed`, `other`.
     pub reason: &'static str,
 }
 
@@ -112,6 +112,15 @@ pub struct UpstreamErrorLabels {
     pub kind: &'static str,
 }
 
+/// Labels of retries of failed upstream requests.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamRetryLabels {
+    /// Upstream group.
+    pub upstream: &'static str,
+    /// The failure retried: `connect_failure`, `reset` or `header_timeout`.
+    pub reason: &'static str,
+}
+
 /// Labels of active health checks of an upstream group's servers.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HealthCheckLabels {
@@ -132,6 +141,18 @@ pub struct UpstreamTlsLabels {
     pub group: &'static str,
     /// `true` when resumed from a session the origin gave earlier.
     pub resumed: &'static str,
+}
+
+/// Labels of the outcomes of requests that waited in (or were refused by) an origin server's
+/// queue.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// Upstream group.
+    pub upstream: &'static str,
+    /// `dequeued` (got a connection), `timeout`, `full` (refused at once) or `abandoned` (the
+    /// request stopped waiting for another reason: the client went away, or `header_timeout`
+    /// passed first).
+    pub result: &'static str,
 }
 
 /// Labels of TLS record-size decisions.
@@ -211,6 +232,16 @@ pub struct Metrics {
     pub upstream_server_healthy: Family<InFlightLabels, Gauge>,
     /// Active health-check probes by group and result (copied in at scrape time).
     pub upstream_health_checks: Family<HealthCheckLabels, Counter>,
+    /// Connections open per origin server, idle and busy (set at scrape time).
+    pub upstream_connections: Family<InFlightLabels, Gauge>,
+    /// Requests waiting in the queues of a group's servers for a connection (set at scrape time).
+    pub upstream_queued: Family<UpstreamLabels, Gauge>,
+    /// Requests that waited in a server's queue (or found it full), by outcome.
+    pub upstream_queue: Family<QueueLabels, Counter>,
+    /// Failed upstream requests sent again, by group and the failure retried.
+    pub upstream_retries: Family<UpstreamRetryLabels, Counter>,
+    /// Retries not made because the group's retry budget was spent.
+    pub upstream_retries_budget_exhausted: Family<UpstreamLabels, Counter>,
     /// Bytes read from clients (TLS records included).
     pub bytes_in: Counter,
     /// Bytes written to clients (TLS records included).
@@ -339,6 +370,36 @@ impl Metrics {
             "Active health-check probes of origin servers by group and result",
             upstream_health_checks.clone(),
         );
+        let upstream_connections = Family::default();
+        registry.register(
+            "upstream_connections",
+            "Connections open to each origin server, idle and busy",
+            upstream_connections.clone(),
+        );
+        let upstream_queued = Family::default();
+        registry.register(
+            "upstream_queued",
+            "Requests waiting for a connection in the queues of an upstream group's servers",
+            upstream_queued.clone(),
+        );
+        let upstream_queue = Family::default();
+        registry.register(
+            "upstream_queue",
+            "Requests that waited in an origin server's queue or found it full, by outcome",
+            upstream_queue.clone(),
+        );
+        let upstream_retries = Family::default();
+        registry.register(
+            "upstream_retries",
+            "Failed upstream requests sent again, by group and the failure retried (connect_failure, reset, header_timeout)",
+            upstream_retries.clone(),
+        );
+        let upstream_retries_budget_exhausted = Family::default();
+        registry.register(
+            "upstream_retries_budget_exhausted",
+            "Retries not made because the group's retry budget (budget_percent, min_retry_concurrency) was spent",
+            upstream_retries_budget_exhausted.clone(),
+        );
         let bytes_in = Counter::default();
         registry.register(
             "client_bytes_received",
@@ -408,6 +469,11 @@ impl Metrics {
             upstream_tls_handshakes,
             upstream_server_healthy,
             upstream_health_checks,
+            upstream_connections,
+            upstream_queued,
+            upstream_queue,
+            upstream_retries,
+            upstream_retries_budget_exhausted,
             bytes_in,
             bytes_out,
             reloads,

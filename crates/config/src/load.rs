@@ -55,6 +55,7 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
             paths.extend(cert.key.as_mut());
             paths.extend(cert.ocsp_file.as_mut());
         }
+        paths.extend(site.client_auth.as_mut().and_then(|c| c.ca.as_mut()));
     }
     paths.extend(config.log.access_log_file.as_mut());
     if let Some(c) = &mut config.cluster {

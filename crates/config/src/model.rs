@@ -21,10 +21,11 @@ pub use keyless::{KeyServerPoolConfig, KeylessConfig};
 pub use log::{LogConfig, LogFormat};
 pub use route::{FixedResponseConfig, RouteConfig};
 pub use server::{Http2Config, ListenerConfig, ListenerKind, ServerConfig, DEFAULT_TCP_FASTOPEN};
-pub use site::{CertificateConfig, HstsConfig, OcspMode, SiteConfig};
+pub use site::{CertificateConfig, ClientAuthConfig, ClientAuthMode, HstsConfig, OcspMode, SiteConfig};
 pub use tls::{SessionCacheConfig, TicketConfig, TlsConfig, TlsVersion, UnknownSni, DEFAULT_TLS12_CIPHERS};
 pub use upstream::{
-    Balance, HealthCheckConfig, StatusRange, UpstreamConfig, UpstreamProtocol, UpstreamTlsConfig, SYSTEM_CA_BUNDLE,
+    Balance, HealthCheckConfig, RetryConfig, RetryOn, SendProxyProtocol, StatusRange, UpstreamConfig, UpstreamProtocol,
+    UpstreamTlsConfig, SYSTEM_CA_BUNDLE,
 };
 
 use serde::Deserialize;

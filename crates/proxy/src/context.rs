@@ -1,10 +1,11 @@
 //! What every request of one client connection shares: the gateway, the generation it was
-//! accepted with, its site, its TLS facts, the client's address, what the connection's watchdog
-//! reads, and the connection's share of origin requests.
+//! accepted with, its site, its TLS facts, its verified client certificate, the client's address,
+//! what the connection's watchdog reads, and the connection's share of origin requests.
 
 use crate::downstream::io::Activity;
 use crate::facts::TlsFacts;
 use crate::gateway::{Gateway, Generation};
+use crate::identity::ClientIdentity;
 use crate::upstream::tunnel::TunnelSlot;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -22,8 +23,13 @@ pub struct ConnContext {
     pub site_label: &'static str,
     /// What the handshake established, for the access log.
     pub tls: TlsFacts,
+    /// The verified client certificate (`[site.client_auth]`), read once after the handshake;
+    /// forwarded in the site's identity headers (boxed: one pointer when there is none).
+    pub client_identity: Option<Box<ClientIdentity>>,
     /// Client address.
     pub peer: SocketAddr,
+    /// The address the client connected to (the listener's, or the one a PROXY header named).
+    pub local: SocketAddr,
     /// `h1` or `h2`.
     pub protocol: &'static str,
     /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.

@@ -51,6 +51,13 @@ pub enum ProxyError {
     /// The origin stopped reading the request body for longer than `header_timeout`.
     #[error("upstream stopped reading the request body")]
     UpstreamSendTimeout,
+    /// The server had `max_connections_per_server` open for all of `queue_timeout` (HAProxy's
+    /// 503 after `timeout queue`).
+    #[error("no upstream connection free within the queue timeout")]
+    QueueTimeout,
+    /// The server had `max_connections_per_server` open and `max_queue_per_server` waiting.
+    #[error("upstream queue full")]
+    QueueFull,
 }
 
 impl ProxyError {
@@ -67,7 +74,9 @@ impl ProxyError {
             | Self::UpstreamTls
             | Self::UpstreamProtocol
             | Self::UpstreamHeaderTimeout
-            | Self::UpstreamSendTimeout => Side::Upstream,
+            | Self::UpstreamSendTimeout
+            | Self::QueueTimeout
+            | Self::QueueFull => Side::Upstream,
             Self::NoUpstreamServer => Side::Internal,
             Self::NoHealthyServer => Side::Upstream,
         }
@@ -76,7 +85,10 @@ impl ProxyError {
     /// True when nothing of the request can have reached an origin, so sending it to another
     /// server cannot apply it twice.
     pub fn retry_safe(&self) -> bool {
-        matches!(self, Self::UpstreamConnect | Self::UpstreamTls)
+        matches!(
+            self,
+            Self::UpstreamConnect | Self::UpstreamTls | Self::QueueTimeout | Self::QueueFull
+        )
     }
 
     /// The status the client gets (499 is only ever logged: the client is gone).
@@ -88,7 +100,7 @@ impl ProxyError {
             Self::ClientAbandoned => 499,
             Self::UnsupportedTransferCoding => 501,
             Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
-            Self::NoHealthyServer => 503,
+            Self::NoHealthyServer | Self::QueueTimeout | Self::QueueFull => 503,
             Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout => 504,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
@@ -122,7 +134,9 @@ impl ProxyError {
             | Self::UpstreamTls
             | Self::UpstreamProtocol
             | Self::NoUpstreamServer
-            | Self::NoHealthyServer => 14,
+            | Self::NoHealthyServer
+            | Self::QueueTimeout
+            | Self::QueueFull => 14,
         }
     }
 
@@ -161,6 +175,8 @@ impl ProxyError {
             Self::UpstreamProtocol => "protocol",
             Self::UpstreamHeaderTimeout => "timeout",
             Self::UpstreamSendTimeout => "send_timeout",
+            Self::QueueTimeout => "queue_timeout",
+            Self::QueueFull => "queue_full",
         }
     }
 }
@@ -195,6 +211,15 @@ mod tests {
         assert_eq!(ProxyError::NoHealthyServer.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(ProxyError::NoHealthyServer.grpc_status(), 14);
         assert_eq!(ProxyError::UpstreamTls.status(), StatusCode::BAD_GATEWAY);
+        for queue in [ProxyError::QueueTimeout, ProxyError::QueueFull] {
+            assert_eq!(queue.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!((queue.grpc_status(), queue.side()), (14, Side::Upstream));
+            assert!(queue.retry_safe(), "nothing was sent");
+        }
+        assert_eq!(
+            (ProxyError::QueueTimeout.kind(), ProxyError::QueueFull.kind()),
+            ("queue_timeout", "queue_full")
+        );
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub struct TlsFacts {
     pub resumption: &'static str,
     /// Handshake time in milliseconds (accept to finished).
     pub handshake_ms: f64,
-    /// Subject of the client certificate, when one was presented (client certificates are not
-    /// requested yet: always `None`).
+    /// Subject (RFC 4514) of the verified client certificate, when the site asks for one
+    /// (`[site.client_auth]`) and the client presented it.
     pub client_subject: Option<Arc<str>>,
 }
 

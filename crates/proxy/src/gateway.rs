@@ -28,6 +28,8 @@ pub struct SiteRuntime {
     pub hsts: Option<http::HeaderValue>,
     /// Its routes.
     pub router: Router,
+    /// The client-certificate identity headers, when the site has `[site.client_auth]`.
+    pub client_cert: Option<crate::identity::IdentityHeaders>,
 }
 
 /// Everything built from one configuration.
@@ -66,6 +68,10 @@ impl Generation {
                     .as_ref()
                     .and_then(|h| http::HeaderValue::from_str(&h.header_value()).ok()),
                 router: Router::new(&s.routes, index),
+                client_cert: s
+                    .client_auth
+                    .as_ref()
+                    .and_then(crate::identity::IdentityHeaders::from_config),
             })
             .collect();
         Ok(Self {

@@ -18,7 +18,8 @@
 //! * [`upstream`]: everything that faces origins — server choice, the connection pool,
 //!   header forwarding, the request body's send watch.
 //! * Shared leaf types: [`error`] (typed failures with their side and retry safety), [`body`],
-//!   [`facts`] (what the access log records), [`context`] (one client connection's facts);
+//!   [`facts`] (what the access log records), [`context`] (one client connection's facts),
+//!   [`identity`] (a client certificate's identity headers);
 //!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
@@ -28,6 +29,7 @@ pub mod downstream;
 pub mod error;
 pub mod facts;
 pub mod gateway;
+pub mod identity;
 pub mod request;
 pub mod upstream;
 

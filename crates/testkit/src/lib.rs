@@ -64,6 +64,14 @@ impl TestPki {
         Self { dir, ca }
     }
 
+    /// A new CA named `common_name` (instead of `tlsgate test CA`) in a new temporary directory.
+    pub fn with_ca_name(common_name: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca = Certified::issue(&CertSpec::ca(common_name, KeyKind::EcdsaP256, 3650), None).expect("CA");
+        std::fs::write(dir.path().join("ca.pem"), &ca.cert_pem).expect("write CA");
+        Self { dir, ca }
+    }
+
     /// Path of a file in the PKI directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -83,6 +91,12 @@ impl TestPki {
     pub fn leaf_with(&self, stem: &str, spec: &CertSpec) -> (PathBuf, PathBuf) {
         let leaf = Certified::issue(spec, Some(&self.ca)).expect("leaf");
         self.write_pair(stem, &leaf.cert_pem, &leaf.key_pem)
+    }
+
+    /// Issues a client certificate (extended key usage `clientAuth`; subject `CN=<cn>, O=tlsgate`)
+    /// from this PKI's CA and writes `<stem>.pem` and `<stem>.key` (mutual TLS).
+    pub fn client(&self, stem: &str, cn: &str) -> (PathBuf, PathBuf) {
+        self.leaf_with(stem, &CertSpec::client(cn, KeyKind::EcdsaP256, 365))
     }
 
     /// Writes a chain file and a key file.

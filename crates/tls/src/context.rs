@@ -74,6 +74,8 @@ pub struct SiteVariant {
     pub not_after: i64,
     /// DER bytes of the chain sent (leaf and intermediates).
     pub chain_bytes: usize,
+    /// What each connection gets when the site asks for client certificates.
+    pub client_auth: Option<crate::client_auth::Policy>,
 }
 
 /// A site's TLS side.
@@ -349,7 +351,12 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
             Some((ed.clone(), fut))
         });
         let ctx = match selector.choose(hello) {
-            Some(variant) => Some((variant.ctx.clone(), variant.key_type, variant.staple.clone())),
+            Some(variant) => Some((
+                variant.ctx.clone(),
+                variant.key_type,
+                variant.staple.clone(),
+                variant.client_auth,
+            )),
             None => {
                 // Refused in the servername callback below, which can choose the alert.
                 handshake_info::mark_sni_rejected(hello.ssl());
@@ -366,11 +373,16 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
                 None => false,
             };
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
-                Some((ctx, key_type, staple)) => {
+                Some((ctx, key_type, staple, client_auth)) => {
                     hello
                         .ssl_mut()
                         .set_ssl_context(&ctx)
                         .map_err(|_| AsyncSelectCertError)?;
+                    // Verify mode and depth are per connection (SSL_set_SSL_CTX keeps the front
+                    // context's): ask this site's clients for their certificates.
+                    if let Some(policy) = client_auth {
+                        policy.apply(hello.ssl_mut());
+                    }
                     handshake_info::record_certificate(hello.ssl_mut(), key_type);
                     if refuse_early_data {
                         // After the switch (SSL_set_SSL_CTX copies the context's 0-RTT flag) and
@@ -409,6 +421,8 @@ fn build_site(
     keyless: Option<&tlsgate_config::KeylessConfig>,
 ) -> Result<SiteTls, TlsBuildError> {
     let mut variants = Vec::new();
+    let client_auth = crate::client_auth::SiteClientAuth::for_site(index, site)?;
+    let client_auth = client_auth.as_ref();
     for (j, cert) in site.certificates.iter().enumerate() {
         let at = format!("site[{index}].certificate[{j}]");
         let chain = load_chain(&format!("{at}.chain"), &cert.chain)?;
@@ -423,7 +437,16 @@ fn build_site(
                         source,
                     }
                 })?;
-            variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
+            variants.push(build_variant(
+                tls,
+                sessions,
+                index,
+                site,
+                &chain,
+                backend,
+                &at,
+                client_auth,
+            )?);
             continue;
         };
         let key = load_key(&format!("{at}.key"), key_path)?;
@@ -435,7 +458,16 @@ fn build_site(
             });
         }
         let backend: Arc<dyn KeyBackend> = Arc::new(LocalKey::new(key));
-        variants.push(build_variant(tls, sessions, index, site, &chain, backend, &at)?);
+        variants.push(build_variant(
+            tls,
+            sessions,
+            index,
+            site,
+            &chain,
+            backend,
+            &at,
+            client_auth,
+        )?);
     }
     // OCSP staples; variants are still in configuration order here.
     for (j, (variant, cert)) in variants.iter_mut().zip(&site.certificates).enumerate() {
@@ -455,7 +487,8 @@ fn build_site(
 }
 
 /// Builds a site context for one chain and key backend (the keyless issue calls this with a
-/// remote backend).
+/// remote backend), asking for client certificates when `client_auth` is given.
+#[allow(clippy::too_many_arguments)]
 pub fn build_variant(
     tls: &TlsConfig,
     sessions: &SessionState,
@@ -464,6 +497,7 @@ pub fn build_variant(
     chain: &[X509],
     backend: Arc<dyn KeyBackend>,
     at: &str,
+    client_auth: Option<&crate::client_auth::SiteClientAuth>,
 ) -> Result<SiteVariant, TlsBuildError> {
     let mut b = base_builder(tls)?;
     install_sessions(&mut b, tls, sessions);
@@ -471,8 +505,14 @@ pub fn build_variant(
     for c in &chain[1..] {
         b.add_extra_chain_cert(c.clone()).map_err(setting(at))?;
     }
-    b.set_session_id_context(format!("tlsgate:{}", site.name).as_bytes())
-        .map_err(setting(at))?;
+    match client_auth {
+        // Its own session-ID context too (client_auth.rs): no session made without a
+        // certificate resumes where one is asked for.
+        Some(auth) => auth.install(&mut b, &format!("site[{index}]"))?,
+        None => b
+            .set_session_id_context(format!("tlsgate:{}", site.name).as_bytes())
+            .map_err(setting(at))?,
+    }
     let key_type = backend.key_type();
     b.set_async_private_key_method(KeyMethod(backend));
     b.set_ex_data(*SITE_TAG, SiteTag { site: index });
@@ -486,6 +526,7 @@ pub fn build_variant(
         staple: None,
         not_after,
         chain_bytes: ders.iter().map(Vec::len).sum(),
+        client_auth: client_auth.map(|a| a.policy),
     })
 }
 

@@ -26,6 +26,14 @@ pub enum HandshakeFailure {
     /// The server name matched no site (`unknown_sni = "reject"`) or certificate selection refused.
     #[error("the server name matches no site")]
     UnknownSni,
+    /// The site requires a client certificate (`[site.client_auth] mode = "required"`) and the
+    /// client sent none.
+    #[error("the client sent no certificate where one is required")]
+    ClientCertMissing,
+    /// The client's certificate did not verify against the site's client CAs (unknown issuer,
+    /// expired, not for client authentication, chain too long).
+    #[error("the client certificate did not verify")]
+    ClientCertInvalid,
     /// Records or handshake messages that do not parse, or arrive out of order.
     #[error("malformed TLS records or handshake messages")]
     Malformed,
@@ -56,6 +64,8 @@ impl HandshakeFailure {
             HandshakeFailure::PlaintextHttp => "plaintext_http",
             HandshakeFailure::NoSharedParameters => "no_shared_parameters",
             HandshakeFailure::UnknownSni => "unknown_sni",
+            HandshakeFailure::ClientCertMissing => "client_cert_missing",
+            HandshakeFailure::ClientCertInvalid => "client_cert_invalid",
             HandshakeFailure::Malformed => "malformed",
             HandshakeFailure::ClientAlert => "client_alert",
             HandshakeFailure::ClientClosed => "client_closed",
@@ -82,6 +92,8 @@ impl HandshakeFailure {
             | b::SSL_R_UNSUPPORTED_PROTOCOL
             | b::SSL_R_NO_COMMON_SIGNATURE_ALGORITHMS => HandshakeFailure::NoSharedParameters,
             b::SSL_R_CERT_CB_ERROR | b::SSL_R_CONNECTION_REJECTED => HandshakeFailure::UnknownSni,
+            b::SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE => HandshakeFailure::ClientCertMissing,
+            b::SSL_R_CERTIFICATE_VERIFY_FAILED => HandshakeFailure::ClientCertInvalid,
             b::SSL_R_WRONG_VERSION_NUMBER
             | b::SSL_R_DECODE_ERROR
             | b::SSL_R_CLIENTHELLO_PARSE_FAILED

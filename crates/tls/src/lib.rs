@@ -2,6 +2,8 @@
 //!
 //! - [`context`]: builds the front and per-site contexts; SNI and ECDSA/RSA selection happen in
 //!   BoringSSL's asynchronous certificate-selection hook.
+//! - [`client_auth`]: client certificates per site (trust store, verify mode, session-ID
+//!   context) and the verified identity of a connection.
 //! - [`keys`]: the [`keys::KeyBackend`] trait behind the asynchronous private-key hook;
 //!   [`remote_keys`]: the hook through which key servers provide backends (keyless TLS).
 //! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
@@ -26,6 +28,10 @@
 #![deny(unsafe_code)]
 
 pub mod cert_compression;
+pub mod client_auth;
+// At the crate root: they build whole services (`context`), which imports `client_auth`.
+#[cfg(test)]
+mod client_auth_tests;
 pub mod context;
 pub mod early_data;
 pub mod error;
@@ -46,6 +52,7 @@ pub mod session_cache;
 mod test_tls;
 pub mod tickets;
 
+pub use client_auth::ClientIdentity;
 pub use context::{SessionState, TlsService};
 pub use error::TlsBuildError;
 pub use failure::HandshakeFailure;

@@ -4,7 +4,8 @@
 //! Checks: the key matches the leaf; each certificate is issued by the next; the chain ends at
 //! something a client can anchor (an intermediate issued by a known root, or a root), so no
 //! intermediate is missing; no root sent needlessly; validity (expired, not yet valid, expiring
-//! within 30 days); weak keys and SHA-1 signatures; the leaf covers the site's names.
+//! within 30 days); weak keys and SHA-1 signatures; the leaf covers the site's names; client-CA
+//! bundles (`[site.client_auth] ca`) hold CA certificates.
 
 use crate::context::{load_chain, load_key};
 use boring::pkey::Id;
@@ -124,6 +125,7 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
             ));
         }
     }
+    issues.extend(crate::client_auth::lint(config));
     issues
 }
 

@@ -139,6 +139,8 @@ pub struct CertSpec {
     pub ocsp_url: Option<String>,
     /// A delegated OCSP responder certificate (extended key usage `OCSPSigning`, no server auth).
     pub ocsp_signing: bool,
+    /// A client certificate (extended key usage `clientAuth`, no server auth; mutual TLS).
+    pub client_auth: bool,
     /// Further extensions, added last (the lab pads chains with one).
     pub extra: Vec<RawExtension>,
 }
@@ -156,7 +158,18 @@ impl CertSpec {
             is_ca: false,
             ocsp_url: None,
             ocsp_signing: false,
+            client_auth: false,
             extra: vec![],
+        }
+    }
+
+    /// A client certificate (mutual TLS) for `common_name`, no subjectAltName, valid from an
+    /// hour ago for `days`.
+    pub fn client(common_name: &str, key: KeyKind, days: u64) -> Self {
+        Self {
+            common_name: common_name.into(),
+            client_auth: true,
+            ..Self::leaf(&[], key, days)
         }
     }
 
@@ -260,6 +273,8 @@ fn extensions(b: &X509Builder, spec: &CertSpec) -> Result<Vec<X509Extension>, Pk
         let mut eku = ExtendedKeyUsage::new();
         if spec.ocsp_signing {
             eku.other("OCSPSigning");
+        } else if spec.client_auth {
+            eku.client_auth();
         } else {
             eku.server_auth();
         }

@@ -12,6 +12,7 @@ mod cluster_setup;
 mod console_cmd;
 mod ctl_cmd;
 mod demo;
+mod import_cmd;
 mod keyserver_cmd;
 mod lab_cmd;
 mod logging;
@@ -88,6 +89,9 @@ enum Command {
     Console(Box<console_cmd::ConsoleArgs>),
     /// Network lab (root): emulated links between namespaces; TTLB and latency-trick experiments.
     Lab(lab_cmd::LabArgs),
+    /// Translate another server's configuration (nginx) into tlsgate TOML, listing what was not
+    /// translated (exit status 0: produced; 2: the file does not parse).
+    Import(import_cmd::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Command::Lab(args) => lab_cmd::run(&args),
         Command::Ctl(args) => ctl_cmd::run(&args),
         Command::Console(args) => console_cmd::run(&args),
+        Command::Import(args) => import_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@
 mod admin_api;
 mod control_plane;
 mod install_error;
+mod notify;
 mod overlay;
 mod restart_only;
 
@@ -113,6 +114,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     let mut threads = Vec::new();
+    notify::expect_workers(per_worker.len());
     for (i, sockets) in per_worker.into_iter().enumerate() {
         let gw = gateway.clone();
         let handle = std::thread::Builder::new()
@@ -153,6 +155,7 @@ fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerCo
         for (socket, config) in sockets {
             tokio::spawn(listener::accept_loop(gateway.clone(), socket, config));
         }
+        notify::worker_accepting().await;
         let mut shutdown = gateway.shutdown_signal();
         while !*shutdown.borrow() {
             if shutdown.changed().await.is_err() {
@@ -279,6 +282,7 @@ impl AdminHooks for Hooks {
         tlsgate_proxy::downstream::stapling::export_metrics(gw);
         control_plane::export_metrics(m);
         tlsgate_proxy::upstream::export_in_flight(gw);
+        tlsgate_proxy::upstream::server::export_connections(gw);
         tlsgate_proxy::upstream::health::export_metrics(gw);
         m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
         m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
@@ -340,11 +344,14 @@ async fn control_loop(
             return;
         }
     };
+    tokio::spawn(notify::ready(control.started.listeners.len(), gateway.current().id));
     loop {
         tokio::select! {
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading configuration");
-                let _ = control.reload().await;
+                notify::reloading();
+                let result = control.reload().await;
+                notify::reloaded(&result, gateway.current().id);
             }
             _ = usr1.recv() => {
                 let _ = crate::access_log::reopen_logged("SIGUSR1").await;
@@ -358,6 +365,7 @@ async fn control_loop(
         open = gateway.open_connections(),
         "shutting down: draining connections for up to {drain:?}"
     );
+    notify::stopping(drain);
     gateway.begin_shutdown();
     let deadline = Instant::now() + drain;
     while gateway.open_connections() > 0 && Instant::now() < deadline {

@@ -14,6 +14,13 @@
 //!   16-bit length, then the addresses (AF_INET, AF_INET6, AF_UNIX) and TLVs. The `LOCAL` command
 //!   (a health check from the balancer itself) and AF_UNSPEC carry no client address. TLVs are
 //!   skipped, but each must fit the header exactly.
+//!
+//! [`encode`] writes the header the gateway sends to origins (`send_proxy_protocol`), without
+//! allocating: v1 `TCP4`/`TCP6` (or `UNKNOWN` when there are no addresses), v2 `PROXY` over
+//! AF_INET/AF_INET6 with the STREAM transport (or `LOCAL`, AF_UNSPEC, for the gateway's own
+//! health-check connections). Both ends must be of one family: when they are not, the IPv4 one
+//! is written as an IPv4-mapped IPv6 address ([`Addresses::same_family`]), as HAProxy does.
+//! `parse(encode(h))` gives `h` back with its addresses in that form (a fuzz target checks it).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -339,6 +346,113 @@ fn check_tlvs(mut tlvs: &[u8]) -> Result<(), ProxyHeaderError> {
     Ok(())
 }
 
+/// The longest header [`encode`] writes: a v1 `TCP6` line with the longest addresses and ports.
+pub const ENCODED_MAX_LEN: usize = V1_MAX_LEN;
+
+/// A header as [`encode`] wrote it: a few bytes on the stack.
+#[derive(Clone, Copy)]
+pub struct Encoded {
+    buf: [u8; ENCODED_MAX_LEN],
+    len: usize,
+}
+
+impl Encoded {
+    /// The header's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        // Every header fits (the longest is exactly ENCODED_MAX_LEN); never panics regardless.
+        let end = (self.len + bytes.len()).min(ENCODED_MAX_LEN);
+        self.buf[self.len..end].copy_from_slice(&bytes[..end - self.len]);
+        self.len = end;
+    }
+}
+
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Encoded({:?})", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+impl std::fmt::Write for Encoded {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl Addresses {
+    /// Both ends in one family: unchanged when they already are, otherwise the IPv4 end as an
+    /// IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), which is what [`encode`] writes.
+    pub fn same_family(self) -> Self {
+        let v6 = |a: SocketAddr| match a.ip() {
+            IpAddr::V4(ip) => SocketAddr::new(IpAddr::V6(ip.to_ipv6_mapped()), a.port()),
+            IpAddr::V6(_) => a,
+        };
+        if self.source.is_ipv4() == self.destination.is_ipv4() {
+            self
+        } else {
+            Self {
+                source: v6(self.source),
+                destination: v6(self.destination),
+            }
+        }
+    }
+}
+
+/// Writes `header`: version 1 as `PROXY TCP4|TCP6 ...` (`PROXY UNKNOWN` without addresses),
+/// version 2 as a `PROXY` command over TCP (a `LOCAL` command, AF_UNSPEC, without addresses).
+pub fn encode(header: &Header) -> Encoded {
+    let mut out = Encoded {
+        buf: [0; ENCODED_MAX_LEN],
+        len: 0,
+    };
+    let addresses = header.addresses.map(Addresses::same_family);
+    match header.version {
+        Version::V1 => {
+            use std::fmt::Write;
+            let _ = match addresses {
+                None => out.write_str("PROXY UNKNOWN\r\n"),
+                Some(a) => write!(
+                    out,
+                    "PROXY {} {} {} {} {}\r\n",
+                    if a.source.is_ipv4() { "TCP4" } else { "TCP6" },
+                    a.source.ip(),
+                    a.destination.ip(),
+                    a.source.port(),
+                    a.destination.port()
+                ),
+            };
+        }
+        Version::V2 => {
+            out.push(&V2_SIGNATURE);
+            match addresses {
+                None => out.push(&[0x20, 0x00, 0, 0]),
+                Some(a) => {
+                    let (fam, len) = if a.source.is_ipv4() {
+                        (0x11, AF_INET_LEN)
+                    } else {
+                        (0x21, AF_INET6_LEN)
+                    };
+                    out.push(&[0x21, fam]);
+                    out.push(&(len as u16).to_be_bytes());
+                    for ip in [a.source.ip(), a.destination.ip()] {
+                        match ip {
+                            IpAddr::V4(ip) => out.push(&ip.octets()),
+                            IpAddr::V6(ip) => out.push(&ip.octets()),
+                        }
+                    }
+                    out.push(&a.source.port().to_be_bytes());
+                    out.push(&a.destination.port().to_be_bytes());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -574,5 +688,93 @@ mod tests {
         let kinds: std::collections::HashSet<_> = all.iter().map(|e| e.kind()).collect();
         assert_eq!(kinds.len(), all.len());
         assert!(all.iter().all(|e| !e.to_string().is_empty()));
+    }
+    #[test]
+    fn encoded_headers_parse_back_to_themselves() {
+        let pairs = [
+            ("192.0.2.7:56324", "198.51.100.1:443"),
+            ("[2001:db8::7]:65535", "[2001:db8::1]:0"),
+            ("255.255.255.255:65535", "255.255.255.255:65535"),
+            (
+                "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535",
+                "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535",
+            ),
+        ];
+        for version in [Version::V1, Version::V2] {
+            for (src, dst) in pairs {
+                let header = Header {
+                    version,
+                    addresses: Some(Addresses {
+                        source: addr(src),
+                        destination: addr(dst),
+                    }),
+                };
+                let bytes = encode(&header);
+                let (back, n) = done(bytes.as_bytes());
+                assert_eq!((back, n), (header, bytes.as_bytes().len()), "{bytes:?}");
+            }
+            let local = Header {
+                version,
+                addresses: None,
+            };
+            assert_eq!(done(encode(&local).as_bytes()).0, local);
+        }
+    }
+
+    #[test]
+    fn encoded_headers_have_the_specified_bytes() {
+        let a = Addresses {
+            source: addr("192.0.2.7:56324"),
+            destination: addr("198.51.100.1:443"),
+        };
+        let v1 = encode(&Header {
+            version: Version::V1,
+            addresses: Some(a),
+        });
+        assert_eq!(v1.as_bytes(), b"PROXY TCP4 192.0.2.7 198.51.100.1 56324 443\r\n");
+        let bin = encode(&Header {
+            version: Version::V2,
+            addresses: Some(a),
+        });
+        assert_eq!(bin.as_bytes(), &v2(0x21, 0x11, &inet4_body())[..]);
+        let local = encode(&Header {
+            version: Version::V2,
+            addresses: None,
+        });
+        assert_eq!(local.as_bytes(), &v2(0x20, 0x00, &[])[..]);
+        let unknown = encode(&Header {
+            version: Version::V1,
+            addresses: None,
+        });
+        assert_eq!(unknown.as_bytes(), b"PROXY UNKNOWN\r\n");
+        // The longest v1 line fills the buffer exactly.
+        let max = addr("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535");
+        let long = encode(&Header {
+            version: Version::V1,
+            addresses: Some(Addresses {
+                source: max,
+                destination: max,
+            }),
+        });
+        assert_eq!(long.as_bytes().len(), ENCODED_MAX_LEN - 3);
+    }
+
+    #[test]
+    fn mixed_families_are_written_as_ipv6() {
+        let mixed = Addresses {
+            source: addr("192.0.2.7:1"),
+            destination: addr("[2001:db8::1]:2"),
+        };
+        let same = mixed.same_family();
+        assert_eq!(same.source, addr("[::ffff:192.0.2.7]:1"));
+        assert_eq!(same.destination, mixed.destination);
+        assert_eq!(same.same_family(), same);
+        for version in [Version::V1, Version::V2] {
+            let header = Header {
+                version,
+                addresses: Some(mixed),
+            };
+            assert_eq!(done(encode(&header).as_bytes()).0.addresses, Some(same));
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! `[[site]]`: a virtual host chosen by SNI, its HSTS header and its certificates (key source
-//! and OCSP stapling).
+//! `[[site]]`: a virtual host chosen by SNI, its HSTS header, its certificates (key source
+//! and OCSP stapling) and the client certificates it asks for (`[site.client_auth]`).
 
 use super::route::RouteConfig;
 use crate::duration::Duration;
@@ -27,6 +27,59 @@ pub struct SiteConfig {
     /// HTTP Strict Transport Security for this site (absent = no header).
     #[serde(default)]
     pub hsts: Option<HstsConfig>,
+    /// Client certificates (mutual TLS) for this site (absent = none requested, and the
+    /// identity headers are not touched).
+    #[serde(default)]
+    pub client_auth: Option<ClientAuthConfig>,
+}
+
+/// `[site.client_auth]`: client certificates asked for in the handshake, verified against `ca`,
+/// and the verified identity forwarded to origins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientAuthConfig {
+    /// `off` (none asked for; the identity headers are still removed from requests), `optional`
+    /// (asked for; none is fine, an invalid one fails the handshake) or `required`.
+    #[serde(default)]
+    pub mode: ClientAuthMode,
+    /// PEM bundle of the CAs whose client certificates are accepted (required unless `off`).
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// How many certificates may follow the client's in its verified chain, the trusted CA
+    /// included (1 = issued directly by a CA of `ca`; each intermediate adds one).
+    #[serde(default = "default_verify_depth")]
+    pub verify_depth: u32,
+    /// Request header carrying the verified certificate's subject (RFC 4514) to the origin.
+    #[serde(default = "default_identity_header")]
+    pub identity_header: String,
+    /// Request header carrying the SHA-256 fingerprint (lowercase hex of the DER) to the origin.
+    #[serde(default = "default_fingerprint_header")]
+    pub fingerprint_header: String,
+}
+
+/// See [`ClientAuthConfig::mode`].
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuthMode {
+    /// No certificate requested.
+    #[default]
+    Off,
+    /// Requested; a client without one is served without an identity.
+    Optional,
+    /// Requested; a handshake without a valid one fails.
+    Required,
+}
+
+fn default_verify_depth() -> u32 {
+    4
+}
+
+fn default_identity_header() -> String {
+    "X-Client-Cert-Subject".into()
+}
+
+fn default_fingerprint_header() -> String {
+    "X-Client-Cert-Sha256".into()
 }
 
 /// `[site.hsts]`: the `Strict-Transport-Security` header on every HTTPS response of a site.

@@ -41,12 +41,64 @@ pub struct UpstreamConfig {
     /// A server whose connection failed is skipped for this long.
     #[serde(default = "default_fail_timeout")]
     pub fail_timeout: Duration,
+    /// Failures in a row (connect, TLS, a reset before the response) that skip a server for
+    /// `fail_timeout`; 0: never skipped for failures.
+    #[serde(default = "default_max_fails")]
+    pub max_fails: u32,
+    /// Retries of failed requests on another server: when, how many, within which budget.
+    #[serde(default)]
+    pub retry: RetryConfig,
     /// An upgraded connection (WebSocket) with no byte either way for this long is closed.
     #[serde(default = "default_tunnel_idle")]
     pub tunnel_idle_timeout: Duration,
     /// Active HTTP health checks of every server of the group (off by default).
     #[serde(default)]
     pub health_check: HealthCheckConfig,
+    /// A PROXY protocol header (`"v1"` or `"v2"`) naming the client at the start of every
+    /// connection to the servers; `"off"` by default.
+    #[serde(default)]
+    pub send_proxy_protocol: SendProxyProtocol,
+    /// Connections open to each server at most (idle and busy); 0: no limit. A request that
+    /// needs one more waits in the server's queue.
+    #[serde(default)]
+    pub max_connections_per_server: usize,
+    /// Requests waiting in one server's queue at most; more get 503 at once (0: no queue).
+    #[serde(default = "default_max_queue")]
+    pub max_queue_per_server: usize,
+    /// Longest wait in a server's queue for a connection; then 503.
+    #[serde(default = "default_queue_timeout")]
+    pub queue_timeout: Duration,
+}
+
+fn default_max_queue() -> usize {
+    1024
+}
+fn default_queue_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// Whether, and in which version, a group's connections start with a PROXY protocol header.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SendProxyProtocol {
+    /// No header.
+    #[default]
+    Off,
+    /// The text form: `PROXY TCP4 client gateway cport gport`.
+    V1,
+    /// The binary form (what HAProxy's `send-proxy-v2` writes).
+    V2,
+}
+
+impl SendProxyProtocol {
+    /// The name used in the configuration and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::V1 => "v1",
+            Self::V2 => "v2",
+        }
+    }
 }
 
 fn default_balance() -> Balance {
@@ -69,6 +121,82 @@ fn default_tunnel_idle() -> Duration {
 }
 fn default_fail_timeout() -> Duration {
     Duration::from_secs(10)
+}
+fn default_max_fails() -> u32 {
+    1
+}
+
+/// `[upstream.retry]`: which failed requests are sent again (to another server when there is
+/// one), how many times, and the budget that keeps retries from multiplying the load on failing
+/// origins (Envoy's retry budget).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Tries in all, the first one included (2: one retry; 1: no retries).
+    #[serde(default = "default_attempts")]
+    pub attempts: u32,
+    /// The failures retried: `connect_failure`, `reset`, `header_timeout`.
+    #[serde(default = "default_retry_on")]
+    pub on: Vec<RetryOn>,
+    /// Retries in flight may be at most this share (in percent) of the group's requests in flight.
+    #[serde(default = "default_budget_percent")]
+    pub budget_percent: u32,
+    /// Retries in flight always allowed, whatever `budget_percent` says.
+    #[serde(default = "default_min_retry_concurrency")]
+    pub min_retry_concurrency: u32,
+    /// Wait before a retry (with jitter, doubling for each further retry); 0: retry at once.
+    #[serde(default)]
+    pub backoff: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            attempts: default_attempts(),
+            on: default_retry_on(),
+            budget_percent: default_budget_percent(),
+            min_retry_concurrency: default_min_retry_concurrency(),
+            backoff: Duration::default(),
+        }
+    }
+}
+
+/// A failure that `[upstream.retry] on` may name.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryOn {
+    /// No connection (TCP or TLS) could be opened: nothing was sent, any request may go again
+    /// as long as its body has not started being sent.
+    ConnectFailure,
+    /// The connection was reset or closed before the response header arrived: idempotent
+    /// requests without a body only.
+    Reset,
+    /// No response header within `header_timeout`: idempotent requests without a body only.
+    HeaderTimeout,
+}
+
+impl RetryOn {
+    /// The name used in the configuration, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConnectFailure => "connect_failure",
+            Self::Reset => "reset",
+            Self::HeaderTimeout => "header_timeout",
+        }
+    }
+}
+
+fn default_attempts() -> u32 {
+    2
+}
+fn default_retry_on() -> Vec<RetryOn> {
+    vec![RetryOn::ConnectFailure, RetryOn::Reset]
+}
+fn default_budget_percent() -> u32 {
+    20
+}
+fn default_min_retry_concurrency() -> u32 {
+    3
 }
 
 /// Load-balancing policy of an upstream group.
@@ -356,6 +484,29 @@ mod tests {
     }
 
     #[test]
+    fn proxy_protocol_and_connection_limits_are_off_by_default() {
+        let u: UpstreamConfig = toml::from_str("name = \"a\"\nservers = [\"h:1\"]").unwrap();
+        assert_eq!(u.send_proxy_protocol, SendProxyProtocol::Off);
+        assert_eq!((u.max_connections_per_server, u.max_queue_per_server), (0, 1024));
+        assert_eq!(u.queue_timeout.get().as_secs(), 5);
+        let text = "name = \"a\"\nservers = []\nsend_proxy_protocol = \"v2\"\nmax_connections_per_server = 2\n\
+                    max_queue_per_server = 0\nqueue_timeout = \"250ms\"";
+        let u: UpstreamConfig = toml::from_str(text).unwrap();
+        assert_eq!(u.send_proxy_protocol, SendProxyProtocol::V2);
+        assert_eq!((u.max_connections_per_server, u.max_queue_per_server), (2, 0));
+        assert_eq!(u.queue_timeout.get().as_millis(), 250);
+        for (text, want) in [("v1", SendProxyProtocol::V1), ("off", SendProxyProtocol::Off)] {
+            let u: UpstreamConfig =
+                toml::from_str(&format!("name = \"a\"\nservers = []\nsend_proxy_protocol = \"{text}\"")).unwrap();
+            assert_eq!((u.send_proxy_protocol, u.send_proxy_protocol.as_str()), (want, text));
+        }
+        let e = toml::from_str::<UpstreamConfig>("name = \"a\"\nservers = []\nsend_proxy_protocol = \"v3\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `v3`"), "{e}");
+    }
+
+    #[test]
     fn health_checks_are_off_by_default_with_the_documented_defaults() {
         let u: UpstreamConfig = toml::from_str("name = \"a\"\nservers = [\"h:1\"]").unwrap();
         let h = &u.health_check;
@@ -371,5 +522,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown field `enable`"), "{e}");
+    }
+
+    #[test]
+    fn retries_default_to_one_on_connect_failures_and_resets_within_a_budget() {
+        let u: UpstreamConfig = toml::from_str("name = \"a\"\nservers = [\"h:1\"]").unwrap();
+        assert_eq!(u.max_fails, 1);
+        let r = &u.retry;
+        assert_eq!(*r, RetryConfig::default());
+        assert_eq!((r.attempts, r.budget_percent, r.min_retry_concurrency), (2, 20, 3));
+        assert_eq!(r.on, [RetryOn::ConnectFailure, RetryOn::Reset]);
+        assert!(r.backoff.get().is_zero());
+        let text = "name = \"a\"\nservers = []\nmax_fails = 3\n[retry]\nattempts = 3\n\
+                    on = [\"header_timeout\", \"reset\"]\nbackoff = \"25ms\"";
+        let u: UpstreamConfig = toml::from_str(text).unwrap();
+        assert_eq!((u.max_fails, u.retry.attempts), (3, 3));
+        assert_eq!(u.retry.on, [RetryOn::HeaderTimeout, RetryOn::Reset]);
+        assert_eq!(u.retry.backoff.get().as_millis(), 25);
+        assert_eq!(RetryOn::ConnectFailure.as_str(), "connect_failure");
+        let e = toml::from_str::<UpstreamConfig>("name = \"a\"\nservers = []\n[retry]\non = [\"timeout\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `timeout`"), "{e}");
     }
 }

@@ -20,7 +20,7 @@ const NOT_EDITABLE: [&str; 10] = [
 ];
 
 /// RFC 9110 `token` characters.
-fn is_token(s: &str) -> bool {
+pub(super) fn is_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))

@@ -1,9 +1,10 @@
 //! `[[site]]`: unique names and host names, at most one default, at least one certificate and
-//! one route (each checked by its own file), and an HSTS preload that browsers would accept.
+//! one route (each checked by its own file), an HSTS preload that browsers would accept, and
+//! client certificates (`[site.client_auth]`) with a CA file and usable identity headers.
 
-use super::{certificates, routes};
+use super::{certificates, edits, routes};
 use crate::issue::Issue;
-use crate::model::Config;
+use crate::model::{ClientAuthConfig, ClientAuthMode, Config};
 use std::collections::HashSet;
 
 /// Every `[[site]]`, its certificates and its routes.
@@ -69,6 +70,9 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
                 ));
             }
         }
+        if let Some(c) = &site.client_auth {
+            check_client_auth(&format!("{at}.client_auth"), c, issues);
+        }
         if site.routes.is_empty() {
             issues.push(Issue::error(
                 format!("{at}.route"),
@@ -81,11 +85,154 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
     }
 }
 
+/// Headers the gateway writes itself toward the origin (or that frame the message): an identity
+/// header of one of these names would be overwritten or break the request.
+const GATEWAY_HEADERS: [&str; 15] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+    "trailer",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "forwarded",
+    "x-real-ip",
+    "early-data",
+];
+
+/// `[site.client_auth]`: a CA file unless off, a sane depth, two distinct header names the
+/// gateway does not manage otherwise. Whether the CA file parses is `tlsgate check`'s lint
+/// (tlsgate-tls), which reads it with BoringSSL.
+fn check_client_auth(at: &str, c: &ClientAuthConfig, issues: &mut Vec<Issue>) {
+    match (&c.ca, c.mode) {
+        (None, ClientAuthMode::Optional | ClientAuthMode::Required) => issues.push(Issue::error(
+            format!("{at}.ca"),
+            "a PEM file of the CAs that issue client certificates is required unless mode = \"off\"",
+        )),
+        (Some(_), ClientAuthMode::Off) => issues.push(Issue::warning(
+            format!("{at}.ca"),
+            "is set but mode = \"off\": no client certificate is asked for",
+        )),
+        _ => {}
+    }
+    if let Some(ca) = &c.ca {
+        if !ca.is_file() {
+            issues.push(Issue::error(
+                format!("{at}.ca"),
+                format!("{}: no such file", ca.display()),
+            ));
+        }
+    }
+    if !(1..=16).contains(&c.verify_depth) {
+        issues.push(Issue::error(
+            format!("{at}.verify_depth"),
+            format!(
+                "{} is out of range: 1 (issued by a CA of ca directly) to 16",
+                c.verify_depth
+            ),
+        ));
+    }
+    for (field, name) in [
+        ("identity_header", &c.identity_header),
+        ("fingerprint_header", &c.fingerprint_header),
+    ] {
+        if !edits::is_token(name) {
+            issues.push(Issue::error(
+                format!("{at}.{field}"),
+                format!("{name:?} is not a valid header name"),
+            ));
+        } else if GATEWAY_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            issues.push(Issue::error(
+                format!("{at}.{field}"),
+                format!("{name:?} is managed by the gateway (framing, hop-by-hop or forwarding)"),
+            ));
+        }
+    }
+    if c.identity_header.eq_ignore_ascii_case(&c.fingerprint_header) {
+        issues.push(Issue::error(
+            format!("{at}.fingerprint_header"),
+            "must differ from identity_header",
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::validate::test_config::{parse, MINIMAL};
     use crate::validate::{validate, Severity};
     use crate::Config;
+
+    fn client_auth(table: &str) -> Vec<String> {
+        let c = parse(&format!("{MINIMAL}[site.client_auth]\n{table}"));
+        crate::validate::test_config::errors(&c)
+            .into_iter()
+            .filter(|e| e.contains("client_auth"))
+            .collect()
+    }
+
+    #[test]
+    fn client_auth_needs_a_ca_unless_off() {
+        for mode in ["optional", "required"] {
+            let errors = client_auth(&format!("mode = \"{mode}\"\n"));
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(
+                errors[0].starts_with("error: site[0].client_auth.ca: a PEM file"),
+                "{errors:?}"
+            );
+        }
+        assert_eq!(client_auth(""), Vec::<String>::new(), "off (the default) needs no CA");
+        let c = parse(&format!("{MINIMAL}[site.client_auth]\nca = \"/nonexistent/ca.pem\"\n"));
+        let all = validate(&c);
+        assert!(all.iter().any(|i| i.severity == Severity::Warning
+            && i.field == "site[0].client_auth.ca"
+            && i.message.contains("mode = \"off\"")));
+    }
+
+    #[test]
+    fn client_auth_ca_file_must_exist() {
+        let errors = client_auth("mode = \"required\"\nca = \"/nonexistent/ca.pem\"\n");
+        assert_eq!(
+            errors,
+            ["error: site[0].client_auth.ca: /nonexistent/ca.pem: no such file"]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "PEM").unwrap();
+        let errors = client_auth(&format!("mode = \"optional\"\nca = {:?}\n", ca.display().to_string()));
+        assert_eq!(errors, Vec::<String>::new());
+    }
+
+    #[test]
+    fn client_auth_depth_and_headers() {
+        let errors =
+            client_auth("verify_depth = 0\nidentity_header = \"X Bad\"\nfingerprint_header = \"X-Forwarded-For\"\n");
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("error: site[0].client_auth.verify_depth: 0 is out of range"));
+        assert!(errors[1].starts_with("error: site[0].client_auth.identity_header: \"X Bad\" is not"));
+        assert!(errors[2].starts_with("error: site[0].client_auth.fingerprint_header: \"X-Forwarded-For\" is managed"));
+        let errors = client_auth("identity_header = \"x-id\"\nfingerprint_header = \"X-ID\"\n");
+        assert_eq!(
+            errors,
+            ["error: site[0].client_auth.fingerprint_header: must differ from identity_header"]
+        );
+        let c = parse(&format!("{MINIMAL}[site.client_auth]\n"));
+        let auth = c.sites[0].client_auth.as_ref().unwrap();
+        assert_eq!(auth.mode, crate::ClientAuthMode::Off);
+        assert_eq!(
+            (
+                auth.verify_depth,
+                auth.identity_header.as_str(),
+                auth.fingerprint_header.as_str()
+            ),
+            (4, "X-Client-Cert-Subject", "X-Client-Cert-Sha256")
+        );
+        assert!(crate::parse(&format!("{MINIMAL}[site.client_auth]\nmode = \"on\"\n")).is_err());
+    }
 
     #[test]
     fn hsts_preload_without_its_requirements_warns() {

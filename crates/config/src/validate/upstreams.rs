@@ -1,7 +1,8 @@
 //! `[[upstream]]`: unique names, at least one origin server (each one an address that
 //! `crate::address` accepts), timeouts above zero, a protocol the servers can speak, and an
 //! `[upstream.tls]` that can be built (both halves of a client certificate, known groups, a
-//! valid name), and `[upstream.health_check]` settings a probe can run with.
+//! valid name), `[upstream.health_check]` settings a probe can run with, and `[upstream.retry]`
+//! settings within their bounds.
 
 use super::servers;
 use crate::address::OriginAddr;
@@ -32,6 +33,73 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
         }
         check_tls(&at, u, issues);
         check_health(&at, u, issues);
+        check_limits(&at, u, issues);
+        check_retry(&at, u, issues);
+    }
+}
+
+/// The most tries `[upstream.retry] attempts` allows: each one may wait `connect_timeout` or
+/// `header_timeout`, and every retry adds load to origins that are already failing.
+const MAX_ATTEMPTS: u32 = 10;
+
+/// The longest `[upstream.retry] backoff`.
+const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `[upstream.retry]`: 1 to [`MAX_ATTEMPTS`] tries, conditions named once, a budget share of at
+/// most 100 %, a backoff of at most [`MAX_BACKOFF`]; settings that cannot matter (retries off,
+/// nothing to retry on) are a warning.
+fn check_retry(at: &str, u: &UpstreamConfig, issues: &mut Vec<Issue>) {
+    let r = &u.retry;
+    let at = format!("{at}.retry");
+    if r.attempts == 0 {
+        issues.push(Issue::error(
+            format!("{at}.attempts"),
+            "must be at least 1 (1: the first try only, no retries)",
+        ));
+    } else if r.attempts > MAX_ATTEMPTS {
+        issues.push(Issue::error(
+            format!("{at}.attempts"),
+            format!("{} tries: at most {MAX_ATTEMPTS}", r.attempts),
+        ));
+    }
+    for (i, on) in r.on.iter().enumerate() {
+        if r.on[..i].contains(on) {
+            issues.push(Issue::warning(
+                format!("{at}.on[{i}]"),
+                format!("{:?} is named twice", on.as_str()),
+            ));
+        }
+    }
+    if r.attempts > 1 && r.on.is_empty() {
+        issues.push(Issue::warning(
+            format!("{at}.on"),
+            "no failure is named, so nothing is retried: set attempts = 1 to say so",
+        ));
+    }
+    if r.budget_percent > 100 {
+        issues.push(Issue::error(
+            format!("{at}.budget_percent"),
+            format!("{} %: at most 100", r.budget_percent),
+        ));
+    }
+    if r.backoff.get() > MAX_BACKOFF {
+        issues.push(Issue::error(
+            format!("{at}.backoff"),
+            format!("{}: at most {}", r.backoff, crate::Duration(MAX_BACKOFF)),
+        ));
+    }
+    if r.attempts == 1 {
+        let default = crate::model::RetryConfig::default();
+        let unused = r.on != default.on
+            || r.budget_percent != default.budget_percent
+            || r.min_retry_concurrency != default.min_retry_concurrency
+            || r.backoff != default.backoff;
+        if unused {
+            issues.push(Issue::warning(
+                format!("{at}.attempts"),
+                "retry settings are given but attempts = 1: nothing is retried",
+            ));
+        }
     }
 }
 
@@ -173,6 +241,44 @@ fn check_health(at: &str, u: &UpstreamConfig, issues: &mut Vec<Issue>) {
     }
 }
 
+/// `send_proxy_protocol`, `max_connections_per_server` and its queue: a queue timeout above zero
+/// (`max_queue_per_server = 0` says "no queue"); queue settings without a limit, a queue timeout
+/// the header timeout cuts short, and PROXY headers on HTTP/2 connections (never shared between
+/// clients) are warnings.
+fn check_limits(at: &str, u: &UpstreamConfig, issues: &mut Vec<Issue>) {
+    if u.queue_timeout.get().is_zero() {
+        issues.push(Issue::error(
+            format!("{at}.queue_timeout"),
+            "must be above zero; for no queue at all write max_queue_per_server = 0",
+        ));
+    }
+    let queue_set = u.max_queue_per_server != 1024 || u.queue_timeout.get() != std::time::Duration::from_secs(5);
+    if u.max_connections_per_server == 0 && queue_set {
+        issues.push(Issue::warning(
+            format!("{at}.max_connections_per_server"),
+            "queue settings are given but there is no connection limit (0): no request ever waits",
+        ));
+    }
+    if u.max_connections_per_server > 0 && u.max_queue_per_server > 0 && u.queue_timeout.get() >= u.header_timeout.get()
+    {
+        issues.push(Issue::warning(
+            format!("{at}.queue_timeout"),
+            format!(
+                "{} is not below header_timeout ({}), which counts the wait in the queue too: \
+                 queued requests get 504 before the queue timeout's 503",
+                u.queue_timeout, u.header_timeout
+            ),
+        ));
+    }
+    if u.send_proxy_protocol != crate::model::SendProxyProtocol::Off && u.protocol != UpstreamProtocol::Http1 {
+        issues.push(Issue::warning(
+            format!("{at}.send_proxy_protocol"),
+            "an HTTP/2 connection that names a client in its PROXY header is not shared: \
+             each request gets a connection of its own (protocol = \"http1\" reuses them per client)",
+        ));
+    }
+}
+
 /// A character a request path and query may hold as is: RFC 3986 `pchar`, `/`, `?` and the `%`
 /// of an escape.
 fn is_path_char(c: char) -> bool {
@@ -195,6 +301,68 @@ mod tests {
             .into_iter()
             .filter(|e| e.contains("health_check"))
             .collect()
+    }
+
+    fn with_retry(extra: &str) -> crate::model::Config {
+        parse(&format!(
+            "{MINIMAL}\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8080\"]\n{extra}"
+        ))
+    }
+
+    /// The errors and warnings about `upstream[0].retry` of a group with `extra` lines.
+    fn retry_issues(extra: &str) -> Vec<String> {
+        validate(&with_retry(extra))
+            .into_iter()
+            .filter(|i| i.field.contains("retry"))
+            .map(|i| i.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn sound_retry_settings_pass() {
+        for extra in [
+            "",
+            "max_fails = 0",
+            "max_fails = 5\n[upstream.retry]\nattempts = 3\non = [\"connect_failure\", \"reset\", \"header_timeout\"]",
+            "[upstream.retry]\nattempts = 10\nbudget_percent = 100\nmin_retry_concurrency = 0\nbackoff = \"10s\"",
+            "[upstream.retry]\nbudget_percent = 0\nmin_retry_concurrency = 0",
+            "[upstream.retry]\nattempts = 1",
+        ] {
+            assert_eq!(retry_issues(extra), Vec::<String>::new(), "{extra}");
+        }
+    }
+
+    #[test]
+    fn each_bad_retry_setting_is_named() {
+        let cases = [
+            ("attempts = 0", "error: upstream[0].retry.attempts: must be at least 1"),
+            (
+                "attempts = 11",
+                "error: upstream[0].retry.attempts: 11 tries: at most 10",
+            ),
+            (
+                "budget_percent = 101",
+                "error: upstream[0].retry.budget_percent: 101 %: at most 100",
+            ),
+            (
+                "backoff = \"11s\"",
+                "error: upstream[0].retry.backoff: 11s: at most 10s",
+            ),
+            (
+                "on = [\"reset\", \"reset\"]",
+                "warning: upstream[0].retry.on[1]: \"reset\" is named twice",
+            ),
+            ("on = []", "warning: upstream[0].retry.on: no failure is named"),
+            (
+                "attempts = 1\nbackoff = \"25ms\"",
+                "warning: upstream[0].retry.attempts: retry settings are given but attempts = 1",
+            ),
+        ];
+        for (line, want) in cases {
+            let found = retry_issues(&format!("[upstream.retry]\n{line}"));
+            assert_eq!(found.len(), 1, "{line}: {found:?}");
+            assert!(found[0].starts_with(want), "{line}: want {want:?} in {found:?}");
+        }
     }
 
     #[test]
@@ -270,6 +438,64 @@ mod tests {
                 assert_eq!(errs.len(), 1, "{line}: {errs:?}");
                 assert!(errs[0].contains(want), "{line}: want {want:?} in {errs:?}");
             }
+        }
+    }
+
+    /// The errors and warnings about `upstream[0]`'s PROXY header and connection limits.
+    fn limit_issues(extra: &str) -> Vec<String> {
+        let config = parse(&format!(
+            "{MINIMAL}\n[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:8080\"]\n{extra}"
+        ));
+        validate(&config)
+            .into_iter()
+            .filter(|i| {
+                ["queue", "max_connections", "send_proxy"]
+                    .iter()
+                    .any(|f| i.field.contains(f))
+            })
+            .map(|i| i.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn sound_limits_and_proxy_headers_pass() {
+        for extra in [
+            "",
+            "max_connections_per_server = 2",
+            "max_connections_per_server = 2\nmax_queue_per_server = 0",
+            "max_connections_per_server = 2\nmax_queue_per_server = 10\nqueue_timeout = \"200ms\"",
+            "send_proxy_protocol = \"v2\"",
+            "send_proxy_protocol = \"v1\"\nprotocol = \"http1\"",
+            "send_proxy_protocol = \"off\"\nprotocol = \"http2\"",
+        ] {
+            assert_eq!(limit_issues(extra), Vec::<String>::new(), "{extra}");
+        }
+    }
+
+    #[test]
+    fn each_doubtful_limit_setting_is_named() {
+        let cases = [
+            (
+                "max_connections_per_server = 2\nqueue_timeout = \"0s\"",
+                "error: upstream[0].queue_timeout: must be above zero",
+            ),
+            (
+                "max_queue_per_server = 5",
+                "warning: upstream[0].max_connections_per_server: queue settings are given but there is no",
+            ),
+            (
+                "max_connections_per_server = 1\nqueue_timeout = \"60s\"",
+                "warning: upstream[0].queue_timeout: 1m is not below header_timeout (1m)",
+            ),
+            (
+                "send_proxy_protocol = \"v2\"\nprotocol = \"http2\"",
+                "warning: upstream[0].send_proxy_protocol: an HTTP/2 connection",
+            ),
+        ];
+        for (extra, want) in cases {
+            let found = limit_issues(extra);
+            assert_eq!(found.len(), 1, "{extra}: {found:?}");
+            assert!(found[0].starts_with(want), "{extra}: want {want:?} in {found:?}");
         }
     }
 }

@@ -17,15 +17,21 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 
 /// Serves one accepted TCP connection to completion. `tfo` names the listener when the
-/// connection's SYN carried data accepted by TCP Fast Open.
+/// connection's SYN carried data accepted by TCP Fast Open; `local` is the address a PROXY
+/// header said the client connected to (else the socket's own is read).
 pub async fn serve_tls(
     gateway: Arc<Gateway>,
     tcp: TcpStream,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     guard: ConnGuard,
     tfo: Option<&'static str>,
 ) {
     let _guard = guard;
+    // One getsockname per connection: what a group with `send_proxy_protocol` announces.
+    let local = local
+        .or_else(|| tcp.local_addr().ok())
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     let generation = gateway.current();
     let activity = Activity::new();
     let stream = MeteredStream::new(tcp, activity.clone(), gateway.metrics.clone());
@@ -46,7 +52,9 @@ pub async fn serve_tls(
         site: site.name.clone(),
         site_label: site.label,
         tls: done.facts,
+        client_identity: done.client_identity,
         peer,
+        local,
         protocol: if done.h2 { "h2" } else { "h1" },
         early,
         activity: activity.clone(),

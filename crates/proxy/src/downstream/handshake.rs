@@ -6,6 +6,7 @@
 use crate::downstream::io::{Activity, MeteredStream};
 use crate::facts::{millis, TlsFacts};
 use crate::gateway::{Gateway, Generation};
+use crate::identity::ClientIdentity;
 use boring::ssl::NameType;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,6 +29,8 @@ pub struct Established {
     pub site_idx: usize,
     /// What the access log records of the handshake.
     pub facts: TlsFacts,
+    /// The client's verified certificate, when the site asks for one and it sent one.
+    pub client_identity: Option<Box<ClientIdentity>>,
     /// True when ALPN chose HTTP/2.
     pub h2: bool,
 }
@@ -133,6 +136,8 @@ pub async fn accept(
         .handshake_duration
         .get_or_create(&OutcomeLabels { outcome })
         .observe(handshake_time.as_secs_f64());
+    // Once per connection, resumed or not (the session keeps the client's certificate).
+    let client_identity = tlsgate_tls::ClientIdentity::of(tls.ssl()).map(|id| Box::new(ClientIdentity::new(id)));
     // For the access log, once per connection (the strings are static but the SNI).
     let facts = TlsFacts {
         sni: tls.ssl().servername(NameType::HOST_NAME).map(Arc::from),
@@ -140,7 +145,7 @@ pub async fn accept(
         cipher: info.cipher,
         resumption: info.resumption.as_str(),
         handshake_ms: millis(handshake_time),
-        client_subject: None,
+        client_subject: client_identity.as_ref().map(|id| id.subject.clone()),
     };
     let h2 = info.alpn.as_deref() == Some(b"h2");
     // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
@@ -160,6 +165,7 @@ pub async fn accept(
         tls,
         site_idx,
         facts,
+        client_identity,
         h2,
     })
 }

@@ -233,7 +233,7 @@ fn serve(
 ) {
     match config.kind {
         ListenerKind::Https => {
-            tokio::spawn(crate::downstream::conn::serve_tls(gateway, tcp, peer, guard, tfo));
+            tokio::spawn(crate::downstream::conn::serve_tls(gateway, tcp, peer, None, guard, tfo));
         }
         ListenerKind::Redirect => {
             tokio::spawn(crate::downstream::redirect::serve_redirect(
@@ -260,15 +260,18 @@ async fn serve_proxied(
     per_source: usize,
 ) {
     let timeout = gateway.current().config.server.handshake_timeout.get();
-    let Ok(client) = proxy_header::accept(&mut tcp, peer, timeout, &gateway.metrics).await else {
+    let Ok(ends) = proxy_header::accept(&mut tcp, peer, timeout, &gateway.metrics).await else {
         return;
     };
+    let client = ends.source;
     if !gateway.admit_source(&mut guard, per_source, client.ip()) {
         tracing::debug!(%peer, %client, per_source, "the client's source has its limit of connections; connection shed");
         return;
     }
     match config.kind {
-        ListenerKind::Https => crate::downstream::conn::serve_tls(gateway, tcp, client, guard, tfo).await,
+        ListenerKind::Https => {
+            crate::downstream::conn::serve_tls(gateway, tcp, client, Some(ends.destination), guard, tfo).await
+        }
         ListenerKind::Redirect => {
             crate::downstream::redirect::serve_redirect(gateway, tcp, client, guard, (*config).clone()).await;
         }

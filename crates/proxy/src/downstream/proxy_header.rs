@@ -14,7 +14,7 @@ use std::time::Duration;
 use tlsgate_admin::metrics::{Metrics, ProxyProtocolLabels};
 use tlsgate_error::{Classify, Side};
 use tlsgate_tls::log_limit::LogLimit;
-use tlsgate_wire::proxy_protocol::{parse, Header, Parsed, ProxyHeaderError, MAX_HEADER_LEN};
+use tlsgate_wire::proxy_protocol::{parse, Addresses, Header, Parsed, ProxyHeaderError, MAX_HEADER_LEN};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -97,14 +97,15 @@ pub async fn read(tcp: &mut TcpStream) -> Result<Received, ProxyProtocolError> {
 }
 
 /// Reads the header of a connection from `peer` within `timeout`; returns the client's address
-/// (the socket's own for `LOCAL`, `UNKNOWN` and address families without an IP) or why the
-/// connection must be closed. Either way it is counted, and failures logged (rate-limited).
+/// and the one it connected to (the socket's own for `LOCAL`, `UNKNOWN` and address families
+/// without an IP) or why the connection must be closed. Either way it is counted, and failures
+/// logged (rate-limited).
 pub async fn accept(
     tcp: &mut TcpStream,
     peer: SocketAddr,
     timeout: Duration,
     metrics: &Metrics,
-) -> Result<SocketAddr, ProxyProtocolError> {
+) -> Result<Addresses, ProxyProtocolError> {
     let result = match tokio::time::timeout(timeout, read(tcp)).await {
         Ok(r) => r,
         Err(_) => Err(ProxyProtocolError::Timeout(timeout)),
@@ -113,9 +114,12 @@ pub async fn accept(
         Ok(received) => {
             count(metrics, "ok");
             metrics.bytes_in.inc_by(received.len as u64);
-            let client = received.header.source().unwrap_or(peer);
-            tracing::trace!(%peer, %client, version = ?received.header.version, "PROXY protocol header");
-            Ok(client)
+            let ends = received.header.addresses.unwrap_or_else(|| Addresses {
+                source: peer,
+                destination: tcp.local_addr().unwrap_or(peer),
+            });
+            tracing::trace!(%peer, client = %ends.source, version = ?received.header.version, "PROXY protocol header");
+            Ok(ends)
         }
         Err(e) => {
             refused(metrics, peer, &e);
@@ -241,7 +245,8 @@ mod tests {
         let got = accept(&mut server, peer, Duration::from_secs(5), &metrics)
             .await
             .unwrap();
-        assert_eq!(got, peer);
+        assert_eq!(got.source, peer);
+        assert_eq!(Some(got.destination), server.local_addr().ok());
 
         let (mut server, _client) = pair().await;
         let e = accept(&mut server, peer, Duration::from_millis(50), &metrics)

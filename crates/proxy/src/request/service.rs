@@ -6,6 +6,7 @@ use crate::downstream::io::Activity;
 use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
 use crate::gateway::Generation;
+use crate::identity::IdentityHop;
 use crate::request::access_log::{AccessBody, RequestLog};
 use crate::request::check as request_check;
 use crate::request::router::Action;
@@ -135,9 +136,17 @@ async fn route_request(
                     client_ip: ctx.peer.ip(),
                     trusted,
                     authority: authority.as_ref(),
+                    client_cert: site.client_cert.as_ref().map(|names| IdentityHop {
+                        names,
+                        identity: ctx.client_identity.as_deref(),
+                    }),
                 },
                 path_and_query: &path_and_query,
                 edits: &route.request_edits,
+                client_conn: crate::upstream::connect::ProxyPair {
+                    source: ctx.peer,
+                    destination: ctx.local,
+                },
             };
             // Boxed: the forwarding state is most of a request's future, which hyper moves into
             // a task of its own per HTTP/2 stream (measured: 5.6 KB unboxed, memmove ~3 % of an

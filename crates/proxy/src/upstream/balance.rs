@@ -5,6 +5,11 @@
 //! a server the active check found unhealthy is never picked (the check itself notices when it
 //! recovers), so a group whose servers all fail their check picks none: its requests get a 502 at
 //! once instead of piling up on dead origins.
+//!
+//! With `max_connections_per_server`, a server with as many requests in flight as it may have
+//! connections is full: round robin skips full servers while another has room (`least_conn`
+//! already prefers the emptiest); when all are full, the rotation goes on and the request waits
+//! in the queue of the server it picked.
 
 use super::server::UpstreamServer;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +58,14 @@ impl Balancer {
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         match self.policy {
+            // Every server of a group has the same limit, so the first one says whether any has.
+            Balance::RoundRobin if servers.first().is_some_and(|s| s.limited()) => {
+                let roomy = |i: usize| usable(i, need_up) && servers[i].has_room();
+                match (0..n).filter(|&i| roomy(i)).count() {
+                    0 => (0..n).filter(|&i| usable(i, need_up)).nth(start % count),
+                    with_room => (0..n).filter(|&i| roomy(i)).nth(start % with_room),
+                }
+            }
             Balance::RoundRobin => (0..n).filter(|&i| usable(i, need_up)).nth(start % count),
             // Rotate the start so ties are spread.
             Balance::LeastConn => (0..n)
@@ -106,6 +119,39 @@ mod tests {
             s[1].set_health(true);
             assert_eq!(b.pick(&s, 0, None), Some(1), "{policy:?}");
         }
+    }
+
+    #[test]
+    fn round_robin_skips_full_servers_while_another_has_room() {
+        let config = |limit: usize| {
+            let text = format!("[[upstream]]\nname = \"g\"\nservers = []\nmax_connections_per_server = {limit}");
+            tlsgate_config::parse(&text).unwrap().upstreams.remove(0)
+        };
+        let limited: Vec<Arc<UpstreamServer>> = (1..=3)
+            .map(|port| {
+                let addr = OriginAddr::parse(&format!("127.0.0.1:{port}")).unwrap();
+                Arc::new(UpstreamServer::new(&addr).unwrap().for_group(&config(2)))
+            })
+            .collect();
+        let b = Balancer::new(Balance::RoundRobin);
+        limited[0].in_flight.store(2, Ordering::Relaxed);
+        assert!(!limited[0].has_room() && limited[1].has_room());
+        let picks: Vec<_> = (0..6).filter_map(|_| b.pick(&limited, 0, None)).collect();
+        assert!(picks.iter().all(|&i| i != 0), "{picks:?}");
+        assert!(picks.contains(&1) && picks.contains(&2), "{picks:?}");
+        // All full: the rotation goes on (the request queues where it lands).
+        for s in &limited {
+            s.in_flight.store(5, Ordering::Relaxed);
+        }
+        let picks: Vec<_> = (0..3).filter_map(|_| b.pick(&limited, 0, None)).collect();
+        assert_eq!(picks.len(), 3);
+        assert!(picks.contains(&0), "{picks:?}");
+        // Without a limit a busy server is still picked in turn.
+        let plain = servers(2);
+        plain[0].in_flight.store(1000, Ordering::Relaxed);
+        assert!(plain[0].has_room());
+        let picks: Vec<_> = (0..4).filter_map(|_| b.pick(&plain, 0, None)).collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 2, "{picks:?}");
     }
 
     #[test]

@@ -1,7 +1,11 @@
-//! Opening one connection to an origin server: TCP (connect timeout, `TCP_NODELAY`, keepalive)
-//! and, for `https://` servers, the TLS handshake of the group's [`OriginTls`]. The result is a
-//! [`Transport`] the HTTP/1.1 or HTTP/2 client runs on, and what the TLS handshake did.
+//! Opening one connection to an origin server: TCP (connect timeout, `TCP_NODELAY`, keepalive),
+//! the PROXY protocol header when the group sends one (`send_proxy_protocol`: written first, before
+//! TLS, as HAProxy's `send-proxy`/`send-proxy-v2`), and, for `https://` servers, the TLS
+//! handshake of the group's [`OriginTls`]. The result is a [`Transport`] the HTTP/1.1 or HTTP/2
+//! client runs on, and what the TLS handshake did. A transport can hold its connection's place in
+//! the server's count ([`Transport::counted`]): given back when the socket closes.
 
+use super::limit::ConnSlot;
 use pin_project_lite::pin_project;
 use socket2::{SockRef, TcpKeepalive};
 use std::io;
@@ -9,20 +13,63 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tlsgate_config::SendProxyProtocol;
 use tlsgate_error::{Classify, Side};
 use tlsgate_tls::origin::{OriginHandshake, OriginTls, OriginTlsError};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tlsgate_wire::proxy_protocol::{encode, Encoded, Header, Version};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_boring::SslStream;
 
+/// The two ends of a client's connection as a PROXY header names them: the client (`source`) and
+/// the gateway address it connected to (`destination`). A connection that announced a pair only
+/// ever carries requests of that pair.
+pub type ProxyPair = tlsgate_wire::proxy_protocol::Addresses;
+
+/// The PROXY header of `version` for a connection carrying `pair`'s requests (`None`: the
+/// gateway's own connection, a health-check probe: v2 `LOCAL`, v1 `UNKNOWN`); no header for
+/// `Off`.
+pub fn proxy_header(version: SendProxyProtocol, pair: Option<&ProxyPair>) -> Option<Encoded> {
+    let version = match version {
+        SendProxyProtocol::Off => return None,
+        SendProxyProtocol::V1 => Version::V1,
+        SendProxyProtocol::V2 => Version::V2,
+    };
+    Some(encode(&Header {
+        version,
+        addresses: pair.copied(),
+    }))
+}
+
 pin_project! {
-    /// A connection to an origin: plaintext or TLS.
-    #[project = TransportProj]
-    pub enum Transport {
+    /// A connection to an origin, and its place in the server's count of open connections.
+    pub struct Transport {
+        #[pin]
+        stream: Stream,
+        slot: Option<ConnSlot>,
+    }
+}
+
+pin_project! {
+    /// Plaintext or TLS.
+    #[project = StreamProj]
+    enum Stream {
         /// Plaintext TCP.
         Plain { #[pin] tcp: TcpStream },
         /// TLS over TCP.
         Tls { #[pin] tls: SslStream<TcpStream> },
+    }
+}
+
+impl Transport {
+    fn new(stream: Stream) -> Self {
+        Self { stream, slot: None }
+    }
+
+    /// The transport holding `slot` until it is dropped (the socket closed).
+    pub fn counted(mut self, slot: ConnSlot) -> Self {
+        self.slot = Some(slot);
+        self
     }
 }
 
@@ -77,7 +124,8 @@ impl Classify for ConnectError {
 }
 
 /// Opens a connection to `host:port` (`key` is `host:port` as configured, for errors and TLS
-/// resumption), with TLS when `tls` is given (offering only `http/1.1` when `http1_only`).
+/// resumption), writes `proxy` first when given, then runs TLS when `tls` is given (offering only
+/// `http/1.1` when `http1_only`).
 pub async fn open(
     host: &str,
     port: u16,
@@ -85,8 +133,9 @@ pub async fn open(
     tls: Option<&OriginTls>,
     timeout: Duration,
     http1_only: bool,
+    proxy: Option<&Encoded>,
 ) -> Result<(Transport, Option<OriginHandshake>), ConnectError> {
-    let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+    let mut tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
         Ok(Ok(tcp)) => tcp,
         Ok(Err(source)) => {
             return Err(ConnectError::Tcp {
@@ -103,12 +152,21 @@ pub async fn open(
     };
     let _ = tcp.set_nodelay(true);
     let _ = SockRef::from(&tcp).set_tcp_keepalive(&TcpKeepalive::new().with_time(Duration::from_secs(60)));
+    if let Some(header) = proxy {
+        // A fresh socket's send buffer takes the few bytes at once.
+        tcp.write_all(header.as_bytes())
+            .await
+            .map_err(|source| ConnectError::Tcp {
+                server: key.clone(),
+                source,
+            })?;
+    }
     let Some(tls) = tls else {
-        return Ok((Transport::Plain { tcp }, None));
+        return Ok((Transport::new(Stream::Plain { tcp }), None));
     };
     let handshake = tokio::time::timeout(timeout, tls.connect(tcp, host, key, http1_only)).await;
     match handshake {
-        Ok(Ok((tls, info))) => Ok((Transport::Tls { tls }, Some(info))),
+        Ok(Ok((tls, info))) => Ok((Transport::new(Stream::Tls { tls }), Some(info))),
         Ok(Err(source)) => Err(ConnectError::Tls {
             server: key.clone(),
             source,
@@ -122,18 +180,50 @@ pub async fn open(
 
 impl AsyncRead for Transport {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.project() {
-            TransportProj::Plain { tcp } => tcp.poll_read(cx, buf),
-            TransportProj::Tls { tls } => tls.poll_read(cx, buf),
-        }
+        self.project().stream.poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for Transport {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_shutdown(cx)
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.project() {
-            TransportProj::Plain { tcp } => tcp.poll_write(cx, buf),
-            TransportProj::Tls { tls } => tls.poll_write(cx, buf),
+            StreamProj::Plain { tcp } => tcp.poll_read(cx, buf),
+            StreamProj::Tls { tls } => tls.poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.project() {
+            StreamProj::Plain { tcp } => tcp.poll_write(cx, buf),
+            StreamProj::Tls { tls } => tls.poll_write(cx, buf),
         }
     }
 
@@ -143,29 +233,29 @@ impl AsyncWrite for Transport {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.project() {
-            TransportProj::Plain { tcp } => tcp.poll_write_vectored(cx, bufs),
-            TransportProj::Tls { tls } => tls.poll_write_vectored(cx, bufs),
+            StreamProj::Plain { tcp } => tcp.poll_write_vectored(cx, bufs),
+            StreamProj::Tls { tls } => tls.poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Transport::Plain { tcp } => tcp.is_write_vectored(),
-            Transport::Tls { tls } => tls.is_write_vectored(),
+            Stream::Plain { tcp } => tcp.is_write_vectored(),
+            Stream::Tls { tls } => tls.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.project() {
-            TransportProj::Plain { tcp } => tcp.poll_flush(cx),
-            TransportProj::Tls { tls } => tls.poll_flush(cx),
+            StreamProj::Plain { tcp } => tcp.poll_flush(cx),
+            StreamProj::Tls { tls } => tls.poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.project() {
-            TransportProj::Plain { tcp } => tcp.poll_shutdown(cx),
-            TransportProj::Tls { tls } => tls.poll_shutdown(cx),
+            StreamProj::Plain { tcp } => tcp.poll_shutdown(cx),
+            StreamProj::Tls { tls } => tls.poll_shutdown(cx),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! one TE value forwarded (the client accepts trailers, and so does the gateway). `Expect` is
 //! dropped: the gateway has already answered `100 Continue` itself when it read the body.
 
+use crate::identity::IdentityHop;
 use crate::request::router::Edits;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::net::IpAddr;
@@ -111,6 +112,8 @@ pub struct Hop<'a> {
     pub trusted: bool,
     /// The authority the client asked for (host and port as sent), if any.
     pub authority: Option<&'a HeaderValue>,
+    /// The site's client-certificate identity headers and this connection's identity.
+    pub client_cert: Option<IdentityHop<'a>>,
 }
 
 fn append(headers: &mut HeaderMap, name: HeaderName, keep: bool, value: &str) {
@@ -163,6 +166,9 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
         }
     }
     append(headers, FORWARDED, hop.trusted, &element);
+    if let Some(client_cert) = &hop.client_cert {
+        client_cert.apply(headers);
+    }
     edits.apply(headers);
 }
 
@@ -183,6 +189,7 @@ mod tests {
             client_ip: "192.0.2.7".parse().unwrap(),
             trusted,
             authority: Some(auth),
+            client_cert: None,
         }
     }
 

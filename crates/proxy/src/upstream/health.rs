@@ -7,6 +7,9 @@
 //! - Servers start healthy, as in HAProxy and nginx: turning checks on never takes traffic away
 //!   before `fall` probes failed. A reload builds new servers, which start with what the previous
 //!   generation's checks last found (an unhealthy server stays out until `rise` probes pass).
+//! - A group with `send_proxy_protocol` starts each probe's connection with a PROXY header too,
+//!   one that names no client (v2 `LOCAL`, v1 `UNKNOWN`): an origin that requires the header
+//!   accepts the probe, and knows it for the gateway's own connection.
 //! - The task holds the group's pool weakly and ends once the generation is gone.
 //! - Probes run on one `tlsgate-health` thread of their own (started with the first group that
 //!   has checks), never on a worker: the first generation is built before any runtime exists,
@@ -29,7 +32,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tlsgate_config::{StatusRange, UpstreamConfig, UpstreamProtocol};
+use tlsgate_config::{SendProxyProtocol, StatusRange, UpstreamConfig, UpstreamProtocol};
 use tlsgate_error::{Classify, Side};
 use tlsgate_tls::origin::{alert_in, OriginTls, OriginTlsError};
 
@@ -91,6 +94,7 @@ struct Probe {
     rise: u32,
     fall: u32,
     protocol: UpstreamProtocol,
+    proxy: SendProxyProtocol,
 }
 
 /// Starts the health checks of a group (`label` is its interned name) when its configuration
@@ -150,6 +154,7 @@ impl Probe {
             rise: check.rise.max(1),
             fall: check.fall.max(1),
             protocol: config.protocol,
+            proxy: config.send_proxy_protocol,
         })
     }
 
@@ -173,7 +178,17 @@ impl Probe {
     /// this returns.
     async fn exchange(&self, server: &UpstreamServer, tls: Option<&OriginTls>) -> Result<StatusCode, ProbeError> {
         let tls = if server.tls { tls } else { None };
-        let (io, handshake) = connect::open(&server.host, server.port, &server.key, tls, self.timeout, false).await?;
+        let local = connect::proxy_header(self.proxy, None);
+        let (io, handshake) = connect::open(
+            &server.host,
+            server.port,
+            &server.key,
+            tls,
+            self.timeout,
+            false,
+            local.as_ref(),
+        )
+        .await?;
         let h2 = match (self.protocol, handshake) {
             (UpstreamProtocol::Http2, _) => true,
             (UpstreamProtocol::Auto, Some(hs)) => hs.h2,
@@ -478,7 +493,9 @@ mod tests {
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    // Up to the end of a request head (a PROXY v2 header before it has a CRLFCRLF
+                    // of its own).
+                    while !(head.ends_with(b"\r\n\r\n") && head.windows(10).any(|w| w == b"HTTP/1.1\r\n")) {
                         match tcp.read(&mut buf).await {
                             Ok(0) | Err(_) => return,
                             Ok(n) => head.extend_from_slice(&buf[..n]),
@@ -491,6 +508,30 @@ mod tests {
             }
         });
         (UpstreamServer::new(&addr).unwrap(), rx)
+    }
+
+    #[tokio::test]
+    async fn a_group_sending_proxy_headers_probes_with_local_ones() {
+        use tlsgate_wire::proxy_protocol::{parse, Parsed, Version};
+        const OK: &str = "HTTP/1.1 204 No Content\r\n\r\n";
+        let (server, mut heads) = origin(OK, Duration::ZERO).await;
+        for (setting, version, len) in [("v2", Version::V2, 16), ("v1", Version::V1, 15)] {
+            let text = format!(
+                "[[upstream]]\nname = \"g\"\nservers = [\"127.0.0.1:1\"]\nsend_proxy_protocol = \"{setting}\"\n\
+                 [upstream.health_check]\nenabled = true"
+            );
+            let config = tlsgate_config::parse(&text).unwrap().upstreams.remove(0);
+            let p = Probe::new(&config, "g").unwrap();
+            assert_eq!(p.check(&server, None).await.unwrap(), StatusCode::NO_CONTENT);
+            let head = heads.recv().await.unwrap();
+            match parse(head.as_bytes()) {
+                Ok(Parsed::Done { header, consumed }) => {
+                    assert_eq!((header.version, header.addresses, consumed), (version, None, len));
+                    assert!(head[consumed..].starts_with("GET /healthz HTTP/1.1\r\n"), "{head:?}");
+                }
+                other => panic!("{other:?}: {head:?}"),
+            }
+        }
     }
 
     #[tokio::test]

@@ -1,23 +1,29 @@
 //! Upstream groups: origin servers spoken to over HTTP/1.1 or HTTP/2, plaintext or TLS, chosen
-//! round robin or by fewest requests in flight; a server whose connection fails is skipped for
-//! `fail_timeout`. Requests with no body are retried once on another server after a connect or
-//! TLS failure (nothing reached the first one).
+//! round robin or by fewest requests in flight; a server that fails `max_fails` times in a row
+//! is skipped for `fail_timeout`. Failed requests go again, to another server when there is one,
+//! as [`retry`] allows (`[upstream.retry]`: connect failures for any request whose body is unsent,
+//! resets before the response for idempotent requests without a body; within a budget).
 //!
 //! Beside the group: [`server`] (one origin, its connections and its passive-health mark),
 //! [`balance`] (server choice), [`connect`] (TCP and TLS to one server), [`pool`] (the
 //! connections kept, and sending on them), [`forwarding`] (which headers go to the origin and
 //! back), [`request_body`] (the request body's send watch and timeouts), [`tunnel`] (upgrades:
-//! WebSocket), [`health`] (active health checks) and `background` (the thread probes and idle
+//! WebSocket), [`health`] (active health checks), [`retry`] (what may go again, and the retry
+//! budget), `replay` (a body kept for a retry) and `background` (the thread probes and idle
 //! sweeps run on).
 
 mod background;
 pub mod balance;
 pub mod connect;
 mod conns;
+pub mod exchange;
 pub mod forwarding;
 pub mod health;
+pub mod limit;
 pub mod pool;
+mod replay;
 pub mod request_body;
+pub mod retry;
 pub mod server;
 pub mod tunnel;
 
@@ -26,7 +32,7 @@ use crate::error::{ProxyError, Side};
 use crate::facts::UpstreamFacts;
 use crate::request::router::Edits;
 use crate::upstream::forwarding::{is_grpc, prepare_request, strip_hop_by_hop, Hop};
-use crate::upstream::request_body::{SendState, TrackedBody};
+use crate::upstream::request_body::TrackedBody;
 use balance::Balancer;
 use bytes::Bytes;
 use connect::ConnectError;
@@ -34,10 +40,12 @@ use http::{header, HeaderValue, Request, Response, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use pool::{OriginPool, SendError, Wire};
+use replay::Replay;
+use retry::{Failure, RequestKind, RetryBudget, RetryPolicy, RetryToken};
 use server::{InFlight, UpstreamServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels};
+use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels, UpstreamRetryLabels};
 use tlsgate_admin::Metrics;
 use tlsgate_config::{OriginAddr, UpstreamConfig};
 use tlsgate_tls::TlsBuildError;
@@ -52,6 +60,12 @@ pub struct UpstreamGroup {
     pool: Arc<OriginPool>,
     header_timeout: Duration,
     fail_timeout: Duration,
+    /// Failures in a row that skip a server for `fail_timeout` (0: never).
+    max_fails: u32,
+    /// What may be retried, how often.
+    retry: RetryPolicy,
+    /// The retries in flight, within `[upstream.retry]`'s budget.
+    retry_budget: Arc<RetryBudget>,
     tunnel_idle: Duration,
     epoch: Instant,
 }
@@ -79,6 +93,9 @@ pub struct Downstream<'a> {
     pub path_and_query: &'a str,
     /// The route's request header edits.
     pub edits: &'a Edits,
+    /// The client connection's ends (client, and the gateway address it connected to): what a
+    /// group with `send_proxy_protocol` announces to its servers.
+    pub client_conn: connect::ProxyPair,
 }
 
 impl UpstreamGroup {
@@ -94,7 +111,7 @@ impl UpstreamGroup {
                 .map_err(|e| e.to_string())
                 .and_then(|addr| UpstreamServer::new(&addr).map_err(|e| e.to_string()));
             match server {
-                Ok(server) => servers.push(Arc::new(server)),
+                Ok(server) => servers.push(Arc::new(server.for_group(config))),
                 Err(error) => {
                     tracing::error!(upstream = %config.name, server = %text, %error, "origin address refused; server left out")
                 }
@@ -118,6 +135,9 @@ impl UpstreamGroup {
             pool,
             header_timeout: config.header_timeout.get(),
             fail_timeout: config.fail_timeout.get(),
+            max_fails: config.max_fails,
+            retry: RetryPolicy::new(&config.retry),
+            retry_budget: Arc::new(RetryBudget::new(&config.retry)),
             tunnel_idle: config.tunnel_idle_timeout.get(),
             epoch: Instant::now(),
         })
@@ -161,8 +181,7 @@ impl UpstreamGroup {
         mut upgrade: Option<UpgradeRequest<'_>>,
     ) -> Result<Response<Body>, ProxyError> {
         let (mut parts, body) = req.into_parts();
-        let retryable = http_body::Body::is_end_stream(&body);
-        let mut body = Some(body);
+        let bodiless = http_body::Body::is_end_stream(&body);
         prepare_request(&mut parts.headers, &down.hop, down.edits);
         if let Some(u) = &upgrade {
             u.upgrade.shape(&mut parts);
@@ -173,11 +192,36 @@ impl UpstreamGroup {
             return Err(ProxyError::NoUpstreamServer);
         }
 
-        let attempts = if retryable && self.servers.len() > 1 { 2 } else { 1 };
+        let kind = RequestKind::of(&parts.method, &parts.headers, bodiless, upgrade.is_some());
+        let (tracked, sent) = TrackedBody::new(body);
+        facts.upload = Some(sent.clone());
+        // The body for the next attempt while no origin connection has read any of it; a
+        // bodiless request goes again with an empty one.
+        let mut unsent = Some(tracked);
+        // A body is kept where a connect failure may send it again.
+        let keep_body = !bodiless && self.retry.replays_unsent_bodies();
+        let mut replay: Option<Replay<TrackedBody>> = None;
+        // The retry under way, counted in the group's budget until its response body ends.
+        let mut token: Option<RetryToken> = None;
+        let attempts = self.retry.attempts();
         let mut exclude = None;
         let mut last = ProxyError::UpstreamConnect;
         for attempt in 0..attempts {
-            let Some(idx) = self.pick(exclude) else {
+            if attempt > 0 {
+                let jitter = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let wait = self.retry.backoff(attempt, jitter);
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            let picked = match self.pick(exclude) {
+                // A retry with no other server to go to goes to the same one again.
+                None if attempt > 0 => self.pick(None),
+                picked => picked,
+            };
+            let Some(idx) = picked else {
                 if attempt > 0 {
                     return Err(last);
                 }
@@ -190,24 +234,26 @@ impl UpstreamGroup {
                 .path_and_query
                 .parse()
                 .map_err(|_| ProxyError::BadRequest("request target"))?;
-            let (req_body, sent): (Body, _) = match body.take() {
-                Some(b) if attempt == 0 => {
-                    let (tracked, sent) = TrackedBody::new(b);
-                    (tracked.boxed_unsync(), sent)
+            let req_body: Body = match unsent.take() {
+                Some(b) if keep_body => {
+                    let (hold, b) = Replay::new(b);
+                    replay = Some(hold);
+                    b.boxed_unsync()
                 }
-                _ => (full(Bytes::new()), Arc::new(SendState::default())),
+                Some(b) => b.boxed_unsync(),
+                None => full(Bytes::new()),
             };
             let mut out = Request::from_parts(parts.clone(), req_body);
             *out.uri_mut() = path.clone();
             let shape = |req: &mut Request<Body>, wire: Wire| shape(req, wire, server, &path);
             let started = Instant::now();
             facts.server = Some(server.authority.clone());
-            facts.upload = Some(sent.clone());
             // Counted until the response body ends or is dropped (client gone, stream reset).
             let in_flight = InFlight::enter(self, idx);
             // The response-header timeout starts once the body has been sent (a slow upload is
             // not the origin's fault); a body that stops moving is timed out on its own.
-            let send = self.pool.send(server, out, shape, metrics, upgrade.is_some());
+            let pair = server.sends_proxy().then_some(down.client_conn);
+            let send = self.pool.send(server, out, shape, metrics, upgrade.is_some(), pair);
             let result = if sent.is_done() {
                 // No body to watch (most requests): the thread's shared timer, not a timer-wheel
                 // entry per request.
@@ -222,8 +268,14 @@ impl UpstreamGroup {
             };
             facts.header_time = Some(started.elapsed());
             let labels = UpstreamLabels { upstream: self.label };
-            let error = match result {
+            // Counts a failure of the server; true when it marked the server down.
+            let failed = |server: &UpstreamServer| {
+                let until = self.now_ms() + self.fail_timeout.as_millis() as u64;
+                server.record_failure(self.max_fails, until)
+            };
+            let (error, failure) = match result {
                 Ok(Ok(resp)) => {
+                    server.record_success();
                     metrics
                         .upstream_duration
                         .get_or_create(&labels)
@@ -245,19 +297,27 @@ impl UpstreamGroup {
                     }
                     return Ok(Response::from_parts(
                         rparts,
-                        Guarded::new(rbody, in_flight)
+                        Guarded::new(rbody, (in_flight, token))
                             .map_err(|e| Box::new(e) as BoxError)
                             .boxed_unsync(),
                     ));
                 }
                 Ok(Err(SendError::Connect(e))) => {
-                    server.mark_down_until(self.now_ms() + self.fail_timeout.as_millis() as u64);
-                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, kind = tlsgate_error::Classify::kind(&e), "upstream connect failed; server skipped for {:?}", self.fail_timeout);
-                    exclude = Some(idx);
-                    match e {
+                    let skipped = if failed(server) {
+                        format!("; server skipped for {:?}", self.fail_timeout)
+                    } else {
+                        String::new()
+                    };
+                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, kind = tlsgate_error::Classify::kind(&e), "upstream connect failed{skipped}");
+                    let error = match e {
                         ConnectError::Tls { .. } => ProxyError::UpstreamTls,
                         _ => ProxyError::UpstreamConnect,
-                    }
+                    };
+                    (error, Failure::Connect)
+                }
+                Ok(Err(SendError::Queue(e))) => {
+                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "request not sent");
+                    (ProxyError::from(e), Failure::Other)
                 }
                 Ok(Err(e)) => match sent.client_error() {
                     // The client broke or abandoned its body: not the origin's fault.
@@ -265,9 +325,18 @@ impl UpstreamGroup {
                         tracing::debug!(upstream = %self.name, server = %server.authority, error = %e, "request body failed on the client side: {client}");
                         return Err(client);
                     }
+                    None if e.before_response() => {
+                        let skipped = if failed(server) {
+                            format!("; server skipped for {:?}", self.fail_timeout)
+                        } else {
+                            String::new()
+                        };
+                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connection reset or closed before the response{skipped}");
+                        (ProxyError::UpstreamProtocol, Failure::Reset)
+                    }
                     None => {
                         tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream request failed");
-                        ProxyError::UpstreamProtocol
+                        (ProxyError::UpstreamProtocol, Failure::Other)
                     }
                 },
                 Err(e) => {
@@ -279,15 +348,50 @@ impl UpstreamGroup {
                             tracing::warn!(upstream = %self.name, server = %server.authority, "{e} after {:?}", self.header_timeout)
                         }
                     }
-                    e
+                    let failure = if e == ProxyError::UpstreamHeaderTimeout {
+                        Failure::HeaderTimeout
+                    } else {
+                        Failure::Other
+                    };
+                    (e, failure)
                 }
             };
             if error.side() == Side::Upstream {
                 self.count_error(metrics, error.kind());
             }
-            if !error.retry_safe() {
+            exclude = Some(idx);
+            if attempt + 1 == attempts {
                 return Err(error);
             }
+            let body_unsent = bodiless || replay.as_ref().is_some_and(Replay::is_unsent);
+            let Some(reason) = self.retry.retryable(failure, kind, body_unsent) else {
+                return Err(error);
+            };
+            // The previous retry is over; this request's attempt still counts as in flight.
+            drop(token.take());
+            let active = self.servers.iter().map(|s| s.in_flight()).sum();
+            let Some(next) = self.retry_budget.try_acquire(active) else {
+                tracing::debug!(upstream = %self.name, reason = reason.as_str(), "retry budget spent: not retried");
+                metrics.upstream_retries_budget_exhausted.get_or_create(&labels).inc();
+                return Err(error);
+            };
+            if !bodiless {
+                // Nothing of the body was read: it goes whole to the next attempt.
+                match replay.take().and_then(Replay::take_back) {
+                    Some(body) => unsent = Some(body),
+                    None => return Err(error),
+                }
+            }
+            token = Some(next);
+            metrics
+                .upstream_retries
+                .get_or_create(&UpstreamRetryLabels {
+                    upstream: self.label,
+                    reason: reason.as_str(),
+                })
+                .inc();
+            tracing::debug!(upstream = %self.name, server = %server.authority, reason = reason.as_str(), attempt = attempt + 2, "retrying the request");
+            drop(in_flight);
             last = error;
         }
         Err(last)

@@ -1,20 +1,25 @@
 //! Connections to a group's origin servers, without a pool task: each server keeps a stack of
 //! idle HTTP/1.1 connections and at most one shared HTTP/2 connection, and the request's own
 //! task takes a connection, sends on it and — when the response body has ended cleanly — puts
-//! it back. The one task per connection is hyper's connection driver.
+//! it back.
 //!
-//! - HTTP/1.1: the most recently used idle connection first (warm caches, and the oldest ones
-//!   age out); connections idle past `idle_timeout` are closed when next looked at, and by the
-//!   group's sweeper; at most `max_idle_per_server` are kept.
+//! - HTTP/1.1: the request's task runs the exchange itself ([`super::exchange`], no connection
+//!   task); the most recently used idle connection first (warm caches, and the oldest ones age
+//!   out); connections idle past `idle_timeout`, or that the origin closed meanwhile, are
+//!   closed when next looked at, and by the group's sweeper; at most `max_idle_per_server` are
+//!   kept. Upgrades (WebSocket) go on a new connection driven by hyper's client, which hands the
+//!   connection over once the origin switched protocols.
 //! - HTTP/2 (ALPN `h2` over TLS, prior knowledge over plaintext): one multiplexed connection per
-//!   server, replaced when it closes.
+//!   server, replaced when it closes, driven by hyper's client (one task per connection).
 //! - `auto`: the first connection's ALPN decides, and is remembered per server.
 //! - A request that a reused connection turned away before any byte of it was written (the
 //!   origin closed the idle connection at that moment) goes again on a fresh connection.
 
-use super::connect::{self, ConnectError};
+use super::connect::{self, ConnectError, ProxyPair, Transport};
 use super::conns::{Idle, LEARNT_H1, LEARNT_H2};
+use super::exchange::{BodyError, ExchangeError, Failed, GiveBack, H1Body, H1Conn};
 use super::forwarding::is_grpc;
+use super::limit::{ConnSlot, QueueError, Room};
 use super::server::UpstreamServer;
 use crate::body::Body;
 use http::{Request, Response};
@@ -46,12 +51,58 @@ pub enum SendError {
     /// No connection could be opened; nothing was sent.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// The exchange failed after the request was (perhaps partly) sent.
+    /// The exchange failed after the request was (perhaps partly) sent (HTTP/2, upgrades).
     #[error("exchange with the origin failed: {0}")]
     Exchange(#[source] hyper::Error),
+    /// The HTTP/1.1 exchange failed after the request was (perhaps partly) sent.
+    #[error("exchange with the origin failed: {0}")]
+    Http1(#[source] ExchangeError),
     /// An upgrade (WebSocket) was asked of a group that speaks only HTTP/2 to its servers.
     #[error("upgrades need HTTP/1.1 to the origin (protocol = \"http1\" or \"auto\")")]
     Http1Needed,
+    /// The server is at `max_connections_per_server` and the request got no connection from its
+    /// queue; nothing was sent.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl SendError {
+    /// True when the exchange failed before any byte of the response arrived — more exactly,
+    /// before a complete response head did: the connection was reset, closed or hit EOF while
+    /// the request was being sent or its response head awaited (HTTP/1.1), or the stream was
+    /// reset by the origin or the connection went away before the head (HTTP/2). Not for a
+    /// connect failure (`Connect`: nothing was sent), a malformed response, a body the client
+    /// broke or an upgrade refused. The retry policy (`super::retry`) sends idempotent requests
+    /// without a body again after such a failure; every implementation of the exchange keeps
+    /// this contract.
+    pub fn before_response(&self) -> bool {
+        let e = match self {
+            Self::Exchange(e) => e,
+            Self::Http1(e) => return e.before_response(),
+            _ => return false,
+        };
+        if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+            return true;
+        }
+        if e.is_parse() || e.is_parse_status() || e.is_user() || e.is_timeout() {
+            return false;
+        }
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+                return matches!(
+                    io.kind(),
+                    ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+                );
+            }
+            if let Some(h2) = s.downcast_ref::<h2::Error>() {
+                return h2.is_io() || h2.is_go_away() || (h2.is_reset() && h2.is_remote());
+            }
+            source = s.source();
+        }
+        false
+    }
 }
 
 impl Classify for SendError {
@@ -63,12 +114,14 @@ impl Classify for SendError {
         match self {
             Self::Connect(e) => e.kind(),
             Self::Exchange(_) => "protocol",
+            Self::Http1(e) => e.kind(),
             Self::Http1Needed => "upgrade_needs_http1",
+            Self::Queue(e) => e.kind(),
         }
     }
 
     fn retry_safe(&self) -> bool {
-        matches!(self, Self::Connect(_))
+        matches!(self, Self::Connect(_) | Self::Queue(_))
     }
 }
 
@@ -145,6 +198,8 @@ impl OriginPool {
 
     /// Sends `req` to `server` on a pooled or new connection. `shape` turns the request into the
     /// form of the wire chosen (origin-form and `Host` for HTTP/1.1, absolute URI for HTTP/2).
+    /// `pair` (groups with `send_proxy_protocol` only) is the client connection a new connection
+    /// announces, and the only one whose requests it carries.
     pub async fn send(
         self: &Arc<Self>,
         server: &Arc<UpstreamServer>,
@@ -152,44 +207,65 @@ impl OriginPool {
         shape: impl Fn(&mut Request<Body>, Wire),
         metrics: &Metrics,
         http1_only: bool,
+        pair: Option<ProxyPair>,
     ) -> Result<Response<OriginBody>, SendError> {
         let wire = self.wire(server);
         if http1_only && self.protocol == UpstreamProtocol::Http2 {
             discard_unsent(req);
             return Err(SendError::Http1Needed);
         }
-        match wire.filter(|w| !http1_only || *w == Wire::Http1) {
-            Some(Wire::Http1) => {
+        let pair = pair.as_ref();
+        // With a connection limit: an idle connection handed over in the queue, and since when
+        // the request waits.
+        let mut handed = None;
+        let mut queued = None;
+        let slot = loop {
+            match wire.filter(|w| !http1_only || *w == Wire::Http1) {
                 // Reused connections first; one that turns the request away unsent is dropped.
-                while let Some(mut sender) = self.checkout_h1(server).await {
-                    shape(&mut req, Wire::Http1);
-                    match sender.try_send_request(req).await {
-                        Ok(resp) => return Ok(self.h1_response(server, sender, resp)),
-                        Err(mut e) => match e.take_message() {
-                            Some(back) => req = back,
-                            None => return Err(SendError::Exchange(e.into_error())),
-                        },
+                // Upgrades always go on a new connection (hyper's, which hands it over).
+                Some(Wire::Http1) if !http1_only => {
+                    while let Some(conn) = self.checkout_h1(server, pair, &mut handed) {
+                        shape(&mut req, Wire::Http1);
+                        match conn.send(req, self.reuse(server, pair)).await {
+                            Ok(resp) => return Ok(resp.map(OriginBody::h1)),
+                            Err(Failed::Unsent(back)) => req = *back,
+                            Err(Failed::Error(e)) => return Err(SendError::Http1(e)),
+                        }
                     }
                 }
-            }
-            Some(Wire::Http2) => {
-                let shared = server.conns.h2.lock().clone();
-                if let Some(mut sender) = shared.filter(|s| !s.is_closed()) {
-                    shape(&mut req, Wire::Http2);
-                    match sender.try_send_request(req).await {
-                        Ok(resp) => return Ok(resp.map(OriginBody::plain)),
-                        Err(mut e) => match e.take_message() {
-                            Some(back) => req = back,
-                            None => return Err(SendError::Exchange(e.into_error())),
-                        },
+                Some(Wire::Http1) => {}
+                Some(Wire::Http2) => {
+                    let shared = server.conns.shared_h2(pair);
+                    if let Some(mut sender) = shared.filter(|s| !s.is_closed()) {
+                        shape(&mut req, Wire::Http2);
+                        match sender.try_send_request(req).await {
+                            Ok(resp) => return Ok(resp.map(OriginBody::hyper)),
+                            Err(mut e) => match e.take_message() {
+                                Some(back) => req = back,
+                                None => return Err(SendError::Exchange(e.into_error())),
+                            },
+                        }
                     }
                 }
+                None => {}
             }
-            None => {}
-        }
+            // A new connection: counted, and within the server's limit (waiting in its queue).
+            if !server.conns.limited() {
+                break server.conns.counted();
+            }
+            let count = |result| count_queue(metrics, self.label, result);
+            match server.conns.room(pair, &mut queued, &count).await {
+                Ok(Room::Open(slot)) => break slot,
+                Ok(Room::Idle(idle)) => handed = Some(idle),
+                Err(e) => {
+                    discard_unsent(req);
+                    return Err(e.into());
+                }
+            }
+        };
         let refused = |e| refused(server, e);
         // Boxed: TCP + TLS handshake state is large and only new connections need it.
-        let fresh = match Box::pin(self.connect(server, metrics, http1_only)).await {
+        let fresh = match Box::pin(self.connect(server, metrics, http1_only, pair, slot)).await {
             Ok(fresh) => fresh,
             Err(e) => {
                 discard_unsent(req);
@@ -197,74 +273,73 @@ impl OriginPool {
             }
         };
         match fresh {
-            Fresh::Http1(mut sender) => {
+            Fresh::Http1(conn) => {
+                shape(&mut req, Wire::Http1);
+                match conn.send(req, self.reuse(server, pair)).await {
+                    Ok(resp) => Ok(resp.map(OriginBody::h1)),
+                    Err(Failed::Error(e)) => Err(refused_h1(server, e)),
+                    // Only a reused connection hands a request back.
+                    Err(Failed::Unsent(req)) => {
+                        discard_unsent(*req);
+                        Err(SendError::Http1(ExchangeError::Closed))
+                    }
+                }
+            }
+            Fresh::Upgrade(mut sender) => {
                 shape(&mut req, Wire::Http1);
                 let resp = sender.send_request(req).await.map_err(refused)?;
-                Ok(self.h1_response(server, sender, resp))
+                Ok(resp.map(OriginBody::hyper))
             }
             Fresh::Http2(mut sender) => {
                 shape(&mut req, Wire::Http2);
-                *server.conns.h2.lock() = Some(sender.clone());
+                server.conns.share_h2(pair, &sender);
                 let resp = sender.send_request(req).await.map_err(refused)?;
-                Ok(resp.map(OriginBody::plain))
+                Ok(resp.map(OriginBody::hyper))
             }
         }
     }
 
-    /// The newest idle HTTP/1.1 connection of `server` that is still open and fresh.
-    async fn checkout_h1(&self, server: &UpstreamServer) -> Option<http1::SendRequest<Body>> {
+    /// The newest idle HTTP/1.1 connection of `server` that is still open and fresh (and bound
+    /// to `pair`, if any); `handed` first, one given to the request in the server's queue.
+    fn checkout_h1(
+        &self,
+        server: &UpstreamServer,
+        pair: Option<&ProxyPair>,
+        handed: &mut Option<Idle>,
+    ) -> Option<H1Conn<Transport>> {
         loop {
-            let Idle { since, mut sender } = server.conns.idle.lock().pop()?;
-            if sender.is_closed() || since.elapsed() >= self.idle_timeout {
-                continue;
-            }
-            // Put back as soon as its response body ended; the driver may not have switched
-            // it to ready yet.
-            if sender.ready().await.is_ok() {
-                return Some(sender);
+            let Idle { since, mut conn, .. } = match handed.take() {
+                Some(idle) => idle,
+                None => server.conns.pop_idle(pair)?,
+            };
+            if since.elapsed() < self.idle_timeout && conn.idle_and_open() {
+                return Some(conn);
             }
         }
     }
 
-    /// Wraps an HTTP/1.1 response so that its connection returns to the pool when the body
-    /// ends cleanly.
-    fn h1_response(
-        self: &Arc<Self>,
-        server: &Arc<UpstreamServer>,
-        sender: http1::SendRequest<Body>,
-        resp: Response<Incoming>,
-    ) -> Response<OriginBody> {
-        // A connection switched to another protocol (101) is never reused.
-        let reusable = self.max_idle > 0 && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS;
-        let reuse = reusable.then(|| Reuse {
-            pool: self.clone(),
-            server: server.clone(),
-            sender,
-        });
-        resp.map(|body| OriginBody::new(body, reuse))
+    /// What gives an HTTP/1.1 connection back when its response has ended cleanly (nothing,
+    /// with `max_idle_per_server = 0`).
+    fn reuse(self: &Arc<Self>, server: &Arc<UpstreamServer>, pair: Option<&ProxyPair>) -> Reuse {
+        Reuse((self.max_idle > 0).then(|| (self.clone(), server.clone(), pair.copied())))
     }
 
-    /// Returns an HTTP/1.1 connection to `server`'s idle stack.
-    fn checkin(&self, server: &UpstreamServer, sender: http1::SendRequest<Body>) {
-        if sender.is_closed() {
-            return;
-        }
-        let mut idle = server.conns.idle.lock();
-        if idle.len() >= self.max_idle {
-            // The oldest goes: it is the likeliest to have been closed by the origin.
-            idle.remove(0);
-        }
-        idle.push(Idle {
+    /// Returns an HTTP/1.1 connection (bound to `pair`) to `server`'s idle stack, or to a request
+    /// waiting in its queue.
+    fn checkin(&self, server: &UpstreamServer, conn: H1Conn<Transport>, pair: Option<ProxyPair>) {
+        let idle = Idle {
             since: Instant::now(),
-            sender,
-        });
+            conn,
+            key: pair,
+        };
+        server.conns.check_in(idle, self.max_idle);
     }
 
     /// Closes idle connections older than `idle_timeout`.
     pub fn sweep(&self, servers: &[Arc<UpstreamServer>]) {
         for server in servers {
             let mut idle = server.conns.idle.lock();
-            idle.retain(|i| !i.sender.is_closed() && i.since.elapsed() < self.idle_timeout);
+            idle.retain_mut(|i| i.since.elapsed() < self.idle_timeout && i.conn.idle_and_open());
         }
     }
 
@@ -274,10 +349,28 @@ impl OriginPool {
     }
 
     /// Opens a connection to `server` and runs the HTTP handshake of the wire it speaks.
-    async fn connect(&self, server: &UpstreamServer, metrics: &Metrics, http1_only: bool) -> Result<Fresh, SendError> {
+    async fn connect(
+        &self,
+        server: &UpstreamServer,
+        metrics: &Metrics,
+        http1_only: bool,
+        pair: Option<&ProxyPair>,
+        slot: ConnSlot,
+    ) -> Result<Fresh, SendError> {
         let tls = if server.tls { self.tls.as_ref() } else { None };
         let timeout = self.connect_timeout;
-        let (io, handshake) = connect::open(&server.host, server.port, &server.key, tls, timeout, http1_only).await?;
+        let proxy = connect::proxy_header(server.conns.proxy, pair);
+        let (io, handshake) = connect::open(
+            &server.host,
+            server.port,
+            &server.key,
+            tls,
+            timeout,
+            http1_only,
+            proxy.as_ref(),
+        )
+        .await?;
+        let io = io.counted(slot);
         let h2 = match (self.protocol, handshake) {
             _ if http1_only => false,
             (UpstreamProtocol::Http2, _) => true,
@@ -291,6 +384,9 @@ impl OriginPool {
         if let Some(hs) = handshake {
             self.count_handshake(metrics, hs);
         }
+        if !h2 && !http1_only {
+            return Ok(Fresh::Http1(H1Conn::new(io)));
+        }
         let io = TokioIo::new(io);
         if h2 {
             let (sender, conn) = self.h2.handshake(io).await.map_err(|e| refused(server, e))?;
@@ -299,7 +395,7 @@ impl OriginPool {
         } else {
             let (sender, conn) = self.h1.handshake(io).await.map_err(|e| refused(server, e))?;
             tokio::spawn(drive(conn.with_upgrades(), server.key.clone()));
-            Ok(Fresh::Http1(sender))
+            Ok(Fresh::Upgrade(sender))
         }
     }
 
@@ -329,6 +425,17 @@ fn refused(server: &UpstreamServer, e: hyper::Error) -> SendError {
     }
 }
 
+/// [`refused`] for the HTTP/1.1 exchange of a new connection.
+fn refused_h1(server: &UpstreamServer, e: ExchangeError) -> SendError {
+    match e.io().and_then(|io| alert_in(io)) {
+        Some(alert) if server.tls => SendError::Connect(ConnectError::Tls {
+            server: server.key.clone(),
+            source: OriginTlsError::Alert(alert),
+        }),
+        _ => SendError::Http1(e),
+    }
+}
+
 /// A request that never left: its body is read and dropped in the background
 /// ([`crate::body::discard`], as for requests the gateway answers itself), so that a client still
 /// uploading reads the error response instead of a stream reset in the middle of its upload
@@ -350,87 +457,91 @@ async fn drive<F: std::future::Future<Output = hyper::Result<()>>>(conn: F, serv
 
 /// A new connection, by wire.
 enum Fresh {
-    Http1(http1::SendRequest<Body>),
+    /// HTTP/1.1, exchanged by the request's task.
+    Http1(H1Conn<Transport>),
+    /// HTTP/1.1 for an upgrade, driven by hyper (which hands the connection over on `101`).
+    Upgrade(http1::SendRequest<Body>),
+    /// HTTP/2, driven by hyper.
     Http2(http2::SendRequest<Body>),
 }
 
-/// Hands an HTTP/1.1 connection back to its server's idle stack.
-struct Reuse {
-    pool: Arc<OriginPool>,
-    server: Arc<UpstreamServer>,
-    sender: http1::SendRequest<Body>,
-}
+/// Hands an HTTP/1.1 connection back to its server's idle stack (`None`: connections are not
+/// kept).
+pub struct Reuse(Option<(Arc<OriginPool>, Arc<UpstreamServer>, Option<ProxyPair>)>);
 
-impl Reuse {
-    fn give_back(self) {
-        self.pool.checkin(&self.server, self.sender);
+impl GiveBack<Transport> for Reuse {
+    fn give_back(self, conn: H1Conn<Transport>) {
+        if let Some((pool, server, pair)) = self.0 {
+            pool.checkin(&server, conn, pair);
+        }
     }
 }
 
+/// Counts how a wait in a server's queue ended (`tlsgate_upstream_queue_total`).
+fn count_queue(metrics: &Metrics, upstream: &'static str, result: &'static str) {
+    let labels = tlsgate_admin::metrics::QueueLabels { upstream, result };
+    metrics.upstream_queue.get_or_create(&labels).inc();
+}
+
 pin_project_lite::pin_project! {
-    /// An origin's response body. An HTTP/1.1 connection goes back to the pool when the body has
-    /// ended cleanly (all of it read); a body dropped early or failed takes its connection down.
-    pub struct OriginBody {
-        #[pin]
-        inner: Incoming,
-        reuse: Option<Reuse>,
+    /// An origin's response body: HTTP/1.1 read by the request's task (its connection goes back
+    /// to the pool when the body has ended cleanly; a body dropped early or failed takes its
+    /// connection down), or hyper's (HTTP/2, upgrades).
+    #[project = OriginBodyProj]
+    pub enum OriginBody {
+        /// HTTP/1.1.
+        H1 { #[pin] inner: H1Body<Transport, Reuse> },
+        /// HTTP/2 or an upgrade's response.
+        Hyper { #[pin] inner: Incoming },
     }
 }
 
 impl OriginBody {
-    fn new(inner: Incoming, reuse: Option<Reuse>) -> Self {
-        let mut body = Self { inner, reuse };
-        if http_body::Body::is_end_stream(&body.inner) {
-            body.finish();
-        }
-        body
+    fn h1(inner: H1Body<Transport, Reuse>) -> Self {
+        Self::H1 { inner }
     }
 
-    fn plain(inner: Incoming) -> Self {
-        Self { inner, reuse: None }
+    fn hyper(inner: Incoming) -> Self {
+        Self::Hyper { inner }
     }
+}
 
-    fn finish(&mut self) {
-        if let Some(reuse) = self.reuse.take() {
-            reuse.give_back();
-        }
-    }
+/// Why an origin's response body broke off.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginBodyError {
+    /// HTTP/1.1.
+    #[error(transparent)]
+    H1(#[from] BodyError),
+    /// HTTP/2 or an upgrade's response.
+    #[error(transparent)]
+    Hyper(#[from] hyper::Error),
 }
 
 impl http_body::Body for OriginBody {
     type Data = bytes::Bytes;
-    type Error = hyper::Error;
+    type Error = OriginBodyError;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
-        use std::task::Poll;
-        let mut this = self.project();
-        let polled = this.inner.as_mut().poll_frame(cx);
-        let ended_cleanly = match &polled {
-            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
-            Poll::Ready(None) => true,
-            // A broken body takes its connection down with it.
-            Poll::Ready(Some(Err(_))) => {
-                this.reuse.take();
-                false
-            }
-            Poll::Pending => false,
-        };
-        if ended_cleanly {
-            if let Some(reuse) = this.reuse.take() {
-                reuse.give_back();
-            }
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, OriginBodyError>>> {
+        match self.project() {
+            OriginBodyProj::H1 { inner } => inner.poll_frame(cx).map_err(Into::into),
+            OriginBodyProj::Hyper { inner } => inner.poll_frame(cx).map_err(Into::into),
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match self {
+            Self::H1 { inner } => inner.is_end_stream(),
+            Self::Hyper { inner } => inner.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        match self {
+            Self::H1 { inner } => inner.size_hint(),
+            Self::Hyper { inner } => inner.size_hint(),
+        }
     }
 }

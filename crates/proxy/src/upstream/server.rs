@@ -1,11 +1,13 @@
 //! One origin server as the group sees it: its address and scheme, its connections, the requests
 //! in flight to it (what `least_conn` compares), the passive-health mark that skips it for
-//! `fail_timeout` after a failed connect, and the verdict of the active health check
-//! (`[upstream.health_check]`, kept up to date by [`super::health`]).
+//! `fail_timeout` after `max_fails` failures in a row (connect, TLS, a reset before the
+//! response), and the verdict of the active health check (`[upstream.health_check]`, kept up to
+//! date by [`super::health`]); its connections ([`super::conns`]: the PROXY header its
+//! group sends, the connection limit and queue) and whether it has room under that limit.
 
 use super::conns::ServerConns;
 use super::UpstreamGroup;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tlsgate_config::OriginAddr;
 
@@ -27,6 +29,8 @@ pub struct UpstreamServer {
     pub(super) in_flight: AtomicUsize,
     /// Milliseconds since the group's epoch until which the server is skipped.
     pub(super) down_until_ms: AtomicU64,
+    /// Failures in a row since the last response (or the last time they marked it down).
+    fails: AtomicU32,
     /// The active health check's verdict: [`UNCHECKED`], [`HEALTHY`] or [`UNHEALTHY`].
     active: AtomicU8,
 }
@@ -51,13 +55,37 @@ impl UpstreamServer {
             conns: ServerConns::default(),
             in_flight: AtomicUsize::new(0),
             down_until_ms: AtomicU64::new(0),
+            fails: AtomicU32::new(0),
             active: AtomicU8::new(UNCHECKED),
         })
+    }
+
+    /// The server as a member of the group `config`: its PROXY header and connection limit.
+    pub fn for_group(mut self, config: &tlsgate_config::UpstreamConfig) -> Self {
+        self.conns = ServerConns::for_group(config);
+        self
     }
 
     /// Requests in flight to this server now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// False while the server has a connection limit and as many requests in flight (sent or
+    /// queued) as it allows connections: what the balancer avoids when another server has room.
+    pub fn has_room(&self) -> bool {
+        let max = self.conns.slots.max();
+        max == 0 || self.in_flight() < max
+    }
+
+    /// True when a connection limit applies to this server.
+    pub fn limited(&self) -> bool {
+        self.conns.limited()
+    }
+
+    /// True when its connections start with a PROXY header (requests bring their pair).
+    pub fn sends_proxy(&self) -> bool {
+        self.conns.sends_proxy()
     }
 
     /// True unless a failure marked the server down until after `now_ms` or the active health
@@ -91,6 +119,35 @@ impl UpstreamServer {
     pub fn mark_down_until(&self, until_ms: u64) {
         self.down_until_ms.store(until_ms, Ordering::Relaxed);
     }
+
+    /// Counts one failure of the server (a connect or TLS failure, or its connection reset or
+    /// closed before the response). The `max_fails`-th in a row marks it down until `until_ms`
+    /// and starts a new count; returns whether this one did. `max_fails` 0: never marked down.
+    pub fn record_failure(&self, max_fails: u32, until_ms: u64) -> bool {
+        if max_fails == 0 {
+            return false;
+        }
+        let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if fails < max_fails {
+            return false;
+        }
+        self.fails.store(0, Ordering::Relaxed);
+        self.mark_down_until(until_ms);
+        true
+    }
+
+    /// A response arrived from the server: its failures are no longer in a row.
+    pub fn record_success(&self) {
+        // Read first: most servers have no failures, and a load keeps the cache line shared.
+        if self.fails.load(Ordering::Relaxed) != 0 {
+            self.fails.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Failures in a row counted now.
+    pub fn failures(&self) -> u32 {
+        self.fails.load(Ordering::Relaxed)
+    }
 }
 
 /// One request counted in its server's `in_flight` (what `least_conn` compares), from before it
@@ -114,5 +171,33 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.group.servers[self.idx].in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Copies every current server's open connections into `tlsgate_upstream_connections` and each
+/// group's queued requests into `tlsgate_upstream_queued` (groups with a connection limit only),
+/// at scrape time; servers no longer configured disappear.
+pub fn export_connections(gateway: &crate::Gateway) {
+    use tlsgate_admin::metrics::{intern, InFlightLabels, UpstreamLabels};
+    let metrics = &gateway.metrics;
+    metrics.upstream_connections.clear();
+    metrics.upstream_queued.clear();
+    for group in &gateway.current().upstreams {
+        let mut queued = 0;
+        for server in &group.servers {
+            let (open, max, waiting) = server.conns.counts();
+            let labels = InFlightLabels {
+                upstream: group.label,
+                server: intern(server.authority.as_str()),
+            };
+            metrics.upstream_connections.get_or_create(&labels).set(open as i64);
+            if max > 0 {
+                queued += waiting;
+            }
+        }
+        if group.servers.iter().any(|s| s.limited()) {
+            let labels = UpstreamLabels { upstream: group.label };
+            metrics.upstream_queued.get_or_create(&labels).set(queued as i64);
+        }
     }
 }

@@ -1,0 +1,282 @@
+//! An origin's response head, parsed with httparse into `http` types: the head's bytes are
+//! frozen once and every header value is a slice of them (no copy per field), and the body's
+//! framing is decided by RFC 9112 §6.3.
+
+use crate::Error;
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{StatusCode, Version};
+
+/// The largest response head read (hyper's default buffer limit is larger; nginx's
+/// `proxy_buffer_size` default is 4–8 KiB and fails the response beyond it).
+pub const MAX_HEAD: usize = 64 * 1024;
+/// The most header fields in a response head (hyper's limit too).
+pub const MAX_HEADERS: usize = 100;
+
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// No body: a HEAD request, 1xx, 204 or 304 (whatever `Content-Length` says).
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// Chunked, possibly with trailers.
+    Chunked,
+    /// Everything until the origin closes the connection.
+    UntilClose,
+}
+
+/// A parsed response head.
+#[derive(Debug)]
+pub struct Head {
+    /// The status code.
+    pub status: StatusCode,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// The header fields, in order, values sharing the head's bytes.
+    pub headers: HeaderMap,
+    /// How the body is delimited.
+    pub body: Body,
+    /// Whether the connection can carry another request after this response's body.
+    pub keep_alive: bool,
+}
+
+/// Parses a response head from the start of `buf`. `Ok(None)`: not all of it has arrived yet
+/// (read more; `buf` is untouched). `Ok(Some(head))`: the head's bytes have been taken off `buf`,
+/// which now starts with the body. `head_request`: the request was HEAD (no body follows).
+pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Error> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut fields);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => return Err(Error::HeadTooLarge(MAX_HEAD)),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::TooManyHeaders(MAX_HEADERS)),
+        Err(e) => return Err(Error::Head(reason(e))),
+    };
+    if len > MAX_HEAD {
+        return Err(Error::HeadTooLarge(MAX_HEAD));
+    }
+    let status = StatusCode::from_u16(response.code.unwrap_or(0)).map_err(|_| Error::Head("status code"))?;
+    let version = if response.version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    // Where each field lies in the head, so that its value can be a slice of the frozen bytes.
+    let base = buf.as_ptr() as usize;
+    let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+    let count = response.headers.len();
+    for (span, field) in spans.iter_mut().zip(response.headers.iter()) {
+        let name = field.name.as_ptr() as usize - base;
+        let value = field.value.as_ptr() as usize - base;
+        *span = (name, name + field.name.len(), value, value + field.value.len());
+    }
+    let head = buf.split_to(len).freeze();
+    let mut headers = HeaderMap::with_capacity(count);
+    for &(name_start, name_end, value_start, value_end) in spans.iter().take(count) {
+        // Names are parsed (`HeaderName` interns the standard ones); values are slices of the head.
+        let name = HeaderName::from_bytes(&head[name_start..name_end]).map_err(|_| Error::Field)?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
+        headers.append(name, value);
+    }
+    let (body, framing_keep_alive) = framing(status, head_request, &headers)?;
+    let keep_alive = framing_keep_alive && connection_persists(version, &headers);
+    Ok(Some(Head {
+        status,
+        version,
+        headers,
+        body,
+        keep_alive,
+    }))
+}
+
+/// RFC 9112 §6.3: the body's delimitation, and whether it allows the connection to be reused.
+fn framing(status: StatusCode, head_request: bool, headers: &HeaderMap) -> Result<(Body, bool), Error> {
+    if head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok((Body::Empty, true));
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        // Chunked only when it is the final coding; anything else runs until close. A response
+        // with both `Transfer-Encoding` and `Content-Length` may have been crafted to desync a
+        // proxy: read it by `Transfer-Encoding` and close the connection after it (§6.3 item 3).
+        let chunked = last_token(headers, TRANSFER_ENCODING).is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
+        let clean = !headers.contains_key(CONTENT_LENGTH);
+        return Ok(if chunked {
+            (Body::Chunked, clean)
+        } else {
+            (Body::UntilClose, false)
+        });
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.as_bytes().split(|&b| b == b',') {
+            let n = parse_decimal(trim(part)).ok_or(Error::ContentLength)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Error::ContentLength);
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        Some(0) => (Body::Empty, true),
+        Some(n) => (Body::Length(n), true),
+        None => (Body::UntilClose, false),
+    })
+}
+
+/// HTTP/1.1 persists unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
+fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
+    let mut close = false;
+    let mut keep_alive = false;
+    for value in headers.get_all(CONNECTION) {
+        for token in value.as_bytes().split(|&b| b == b',') {
+            let token = trim(token);
+            close |= token.eq_ignore_ascii_case(b"close");
+            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    !close && (version == Version::HTTP_11 || keep_alive)
+}
+
+fn last_token(headers: &HeaderMap, name: HeaderName) -> Option<&[u8]> {
+    let value = headers.get_all(name).iter().next_back()?;
+    value.as_bytes().rsplit(|&b| b == b',').map(trim).next()
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    digits
+        .iter()
+        .try_fold(0u64, |n, &d| d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0')))
+}
+
+fn reason(e: httparse::Error) -> &'static str {
+    match e {
+        httparse::Error::HeaderName => "header name",
+        httparse::Error::HeaderValue => "header value",
+        httparse::Error::NewLine => "line ending",
+        httparse::Error::Status => "status",
+        httparse::Error::Token => "token",
+        httparse::Error::TooManyHeaders => "too many headers",
+        httparse::Error::Version => "version",
+    }
+}
+
+/// The bytes of a frozen head, for tests and the fuzz target: `parse` on a copy of `bytes`.
+pub fn parse_bytes(bytes: &[u8], head_request: bool) -> Result<Option<(Head, Bytes)>, Error> {
+    let mut buf = BytesMut::from(bytes);
+    Ok(parse(&mut buf, head_request)?.map(|h| (h, buf.freeze())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(text: &str) -> (Head, Bytes) {
+        parse_bytes(text.as_bytes(), false).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_head_is_parsed_and_taken_off_the_buffer() {
+        let (h, rest) = ok("HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello");
+        assert_eq!(h.status, StatusCode::OK);
+        assert_eq!(h.version, Version::HTTP_11);
+        assert_eq!(h.body, Body::Length(5));
+        assert!(h.keep_alive);
+        assert_eq!(h.headers["server"], "nginx");
+        assert_eq!(h.headers.get_all("x-a").iter().collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(&rest[..], b"hello");
+    }
+
+    #[test]
+    fn partial_heads_wait_and_leave_the_buffer_alone() {
+        let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\nContent-Len"[..]);
+        assert!(parse(&mut buf, false).unwrap().is_none());
+        assert_eq!(buf.len(), 28);
+        let big = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(MAX_HEAD));
+        assert_eq!(
+            parse_bytes(big.as_bytes(), false).unwrap_err(),
+            Error::HeadTooLarge(MAX_HEAD)
+        );
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: 1\r\n")).collect();
+        let text = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
+        assert_eq!(
+            parse_bytes(text.as_bytes(), false).unwrap_err(),
+            Error::TooManyHeaders(MAX_HEADERS)
+        );
+        assert!(matches!(
+            parse_bytes(b"HTTP/1.1 2x0 OK\r\n\r\n", false),
+            Err(Error::Head(_))
+        ));
+        assert!(matches!(
+            parse_bytes(b"SSH-2.0-OpenSSH\r\n\r\n", false),
+            Err(Error::Head(_))
+        ));
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let body = |t: &str| ok(t).0.body;
+        assert_eq!(
+            body("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n"),
+            Body::Empty
+        );
+        assert_eq!(body("HTTP/1.1 304 Not Modified\r\n\r\n"), Body::Empty);
+        assert_eq!(body("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"), Body::Empty);
+        assert_eq!(body("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), Body::Empty);
+        assert_eq!(
+            body("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            Body::Chunked
+        );
+        assert_eq!(body("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n"), Body::Length(7));
+        let (h, _) = ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n");
+        assert_eq!((h.body, h.keep_alive), (Body::UntilClose, false));
+        let (h, _) = ok("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((h.body, h.keep_alive), (Body::UntilClose, false));
+        // Both framings: read as chunked, never reuse the connection.
+        let (h, _) = ok("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!((h.body, h.keep_alive), (Body::Chunked, false));
+        for bad in ["7, 8", "-1", "", "1e3", "99999999999999999999"] {
+            let text = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
+            assert_eq!(
+                parse_bytes(text.as_bytes(), false).unwrap_err(),
+                Error::ContentLength,
+                "{bad}"
+            );
+        }
+        let (h, _) = parse_bytes(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.body, Body::Empty);
+    }
+
+    #[test]
+    fn persistence_follows_version_and_connection() {
+        assert!(
+            !ok("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 1\r\n\r\n")
+                .0
+                .keep_alive
+        );
+        assert!(!ok("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n").0.keep_alive);
+        let (h, _) = ok("HTTP/1.0 200 OK\r\nConnection: foo, keep-alive\r\nContent-Length: 1\r\n\r\n");
+        assert!(h.keep_alive);
+        assert_eq!(h.version, Version::HTTP_10);
+    }
+}

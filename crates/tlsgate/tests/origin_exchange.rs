@@ -1,0 +1,150 @@
+//! The HTTP/1.1 exchange with origins (proxy upstream/exchange.rs on tlsgate-h1), end to end:
+//! request trailers from an HTTP/2 client reach an HTTP/1.1 origin in a chunked body, and an
+//! idle connection the origin closed is never used for the next request, even one that could
+//! not be retried.
+
+mod common;
+mod websocket_env;
+
+use bytes::Bytes;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tlsgate_testkit::RawOrigin;
+use websocket_env::h2_connect;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn request_trailers_from_an_http2_client_reach_an_http1_origin() {
+    let origin = RawOrigin::start();
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "raw"),
+        common::upstream("raw", &[origin.addr()], "")
+    );
+    let f = common::start("", &routes);
+    let (port, ca) = (f.https, f.pki.ca_file());
+    let status = runtime().block_on(async {
+        let client = h2_connect(port, &ca).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost:{port}/upload"))
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (resp, mut body) = client.send_request(req, false).unwrap();
+        body.send_data(Bytes::from_static(b"part one, "), false).unwrap();
+        body.send_data(Bytes::from_static(b"part two"), false).unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("42"));
+        body.send_trailers(trailers).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .unwrap()
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200);
+    let seen = origin.texts();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let text = seen[0].to_ascii_lowercase();
+    assert!(text.contains("transfer-encoding: chunked\r\n"), "{text}");
+    assert!(text.contains("\r\npart one, \r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\n0\r\nx-checksum: 42\r\n\r\n"),
+        "the trailer follows the last chunk: {text}"
+    );
+}
+
+/// An origin that answers each request with a keep-alive response and then closes the
+/// connection after `idle` (as an origin with a short keep-alive timeout does); counts the
+/// connections it accepted and the requests it answered.
+struct ClosingOrigin {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    answered: Arc<AtomicUsize>,
+}
+
+impl ClosingOrigin {
+    fn start(idle: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (a, n) = (accepted.clone(), answered.clone());
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(mut tcp) = tcp else { return };
+                a.fetch_add(1, Ordering::SeqCst);
+                let n = n.clone();
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // One request (head and a Content-Length body), one answer, then close.
+                    loop {
+                        match tcp.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                        let Some(end) = text.find("\r\n\r\n") else { continue };
+                        let len = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok");
+                    n.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(idle);
+                });
+            }
+        });
+        Self {
+            port,
+            accepted,
+            answered,
+        }
+    }
+}
+
+#[test]
+fn an_idle_connection_the_origin_closed_is_not_used_again() {
+    let origin = ClosingOrigin::start(Duration::from_millis(100));
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "closing"),
+        common::upstream("closing", &[format!("127.0.0.1:{}", origin.port)], "")
+    );
+    let f = common::start("", &routes);
+    for i in 0..4 {
+        // POST with a body: never retried after it was sent, so only a connection that is
+        // really open may carry it.
+        let out = f.curl(&["-sS", "-o", "-", "-w", "%{http_code}", "--data", "payload"], "/post");
+        assert_eq!(out.stdout, "ok200", "request {i}: {}", out.stderr);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    assert_eq!(origin.answered.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        origin.accepted.load(Ordering::SeqCst),
+        4,
+        "each request on a new connection"
+    );
+    let metrics = f.gw.metrics();
+    assert!(
+        !metrics.contains("tlsgate_upstream_errors_total{upstream=\"closing\""),
+        "no upstream error counted:\n{metrics}"
+    );
+}
