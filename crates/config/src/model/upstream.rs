@@ -35,7 +35,8 @@ pub struct UpstreamConfig {
     /// Idle pooled connections are closed after this long.
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout: Duration,
-    /// Idle keep-alive connections kept per origin server.
+    /// Idle keep-alive connections kept per origin server (256: a burst of concurrent requests
+    /// does not make the pool close connections it needs again a moment later).
     #[serde(default = "default_max_idle")]
     pub max_idle_per_server: usize,
     /// A server whose connection failed is skipped for this long.
@@ -114,7 +115,7 @@ fn default_idle_timeout() -> Duration {
     Duration::from_secs(60)
 }
 fn default_max_idle() -> usize {
-    64
+    256
 }
 fn default_tunnel_idle() -> Duration {
     Duration::from_secs(3600)
