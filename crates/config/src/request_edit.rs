@@ -8,6 +8,26 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use tlsgate_error::{Classify, Side};
 
+/// Headers a route may not edit (and nothing else may claim): the gateway owns framing,
+/// hop-by-hop and forwarding headers. Lower case.
+pub const GATEWAY_MANAGED: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+    "trailer",
+    "x-forwarded-for",
+];
+
+/// Whether `name` (any case) is one of [`GATEWAY_MANAGED`].
+pub fn is_gateway_managed(name: &str) -> bool {
+    GATEWAY_MANAGED.iter().any(|m| m.eq_ignore_ascii_case(name))
+}
+
 /// Header changes applied to requests (before forwarding) or responses (before the client).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]

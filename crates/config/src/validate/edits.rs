@@ -5,20 +5,6 @@ use crate::issue::Issue;
 use crate::request_edit::HeaderEdits;
 use tlsgate_error::{Classify, Side};
 
-/// Headers a route may not edit: the gateway owns framing, hop-by-hop and forwarding headers.
-const NOT_EDITABLE: [&str; 10] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    "host",
-    "trailer",
-    "x-forwarded-for",
-];
-
 /// RFC 9110 `token` characters.
 pub(super) fn is_token(s: &str) -> bool {
     !s.is_empty()
@@ -43,7 +29,7 @@ pub(super) fn validate_route_edits(
         for (field, name) in names {
             if !is_token(name) {
                 issues.push(Issue::error(&field, format!("{name:?} is not a valid header name")));
-            } else if NOT_EDITABLE.contains(&name.to_ascii_lowercase().as_str()) {
+            } else if crate::request_edit::is_gateway_managed(name) {
                 issues.push(Issue::error(
                     &field,
                     format!(

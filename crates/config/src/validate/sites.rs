@@ -85,19 +85,9 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
     }
 }
 
-/// Headers the gateway writes itself toward the origin (or that frame the message): an identity
-/// header of one of these names would be overwritten or break the request.
-const GATEWAY_HEADERS: [&str; 15] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    "host",
-    "trailer",
-    "x-forwarded-for",
+/// Headers the gateway writes itself toward the origin besides [`crate::request_edit::GATEWAY_MANAGED`]:
+/// an identity header of one of these names would be overwritten or break the request.
+const ALSO_WRITTEN: [&str; 5] = [
     "x-forwarded-proto",
     "x-forwarded-host",
     "forwarded",
@@ -146,7 +136,9 @@ fn check_client_auth(at: &str, c: &ClientAuthConfig, issues: &mut Vec<Issue>) {
                 format!("{at}.{field}"),
                 format!("{name:?} is not a valid header name"),
             ));
-        } else if GATEWAY_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        } else if crate::request_edit::is_gateway_managed(name)
+            || ALSO_WRITTEN.contains(&name.to_ascii_lowercase().as_str())
+        {
             issues.push(Issue::error(
                 format!("{at}.{field}"),
                 format!("{name:?} is managed by the gateway (framing, hop-by-hop or forwarding)"),

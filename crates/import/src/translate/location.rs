@@ -9,20 +9,7 @@ use super::upstream::{host_port, Group};
 use super::values::Scope;
 use super::Report;
 use crate::nginx::{has_variable, Conf, Directive};
-
-/// Headers tlsgate manages itself; a route cannot edit them.
-const NOT_EDITABLE: [&str; 10] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    "host",
-    "trailer",
-    "x-forwarded-for",
-];
+use tlsgate_config::request_edit::is_gateway_managed;
 
 /// Everything a route needs from the site.
 pub struct RouteCtx<'c, 'a> {
@@ -368,7 +355,7 @@ pub fn route<'a>(ctx: &mut RouteCtx<'_, 'a>, loc: &'a Directive, server: &Scope<
         .all("proxy_hide_header")
         .iter()
         .filter_map(|d| d.arg(0))
-        .filter(|n| !NOT_EDITABLE.contains(&n.to_ascii_lowercase().as_str()))
+        .filter(|n| !is_gateway_managed(n))
         .map(str::to_string)
         .collect();
     if !set.is_empty() || !hide.is_empty() {
@@ -396,7 +383,7 @@ fn request_headers(ctx: &mut RouteCtx<'_, '_>, scope: &Scope<'_>) -> (Vec<(Strin
         if builtin {
             continue;
         }
-        if NOT_EDITABLE.contains(&lname.as_str()) {
+        if is_gateway_managed(&lname) {
             ctx.report.add(
                 d,
                 format!("not translated: tlsgate manages {name} itself (Host: the authority the client asked for)"),
@@ -444,7 +431,7 @@ fn response_headers(ctx: &mut RouteCtx<'_, '_>, scope: &Scope<'_>) -> Vec<(Strin
         if name.eq_ignore_ascii_case("strict-transport-security") {
             continue;
         }
-        if NOT_EDITABLE.contains(&name.to_ascii_lowercase().as_str()) {
+        if is_gateway_managed(name) {
             ctx.report
                 .add(d, format!("not translated: tlsgate manages {name} itself"));
         } else if has_variable(value) {
