@@ -427,37 +427,29 @@ fn build_site(
         let at = format!("site[{index}].certificate[{j}]");
         let chain = load_chain(&format!("{at}.chain"), &cert.chain)?;
         let leaf_key = chain[0].public_key().map_err(setting(&at))?;
-        let Some(key_path) = &cert.key else {
+        let backend: Arc<dyn KeyBackend> = match &cert.key {
             // Keyless: the key servers sign; the key type comes from the certificate.
-            let pool = cert.key_server_pool.as_deref();
-            let backend =
+            None => {
+                let pool = cert.key_server_pool.as_deref();
                 crate::remote_keys::backend(keyless, pool, &cert.key_servers, &leaf_key).map_err(|source| {
                     TlsBuildError::KeyServers {
                         field: format!("{at}.key_servers"),
                         source,
                     }
-                })?;
-            variants.push(build_variant(
-                tls,
-                sessions,
-                index,
-                site,
-                &chain,
-                backend,
-                &at,
-                client_auth,
-            )?);
-            continue;
+                })?
+            }
+            Some(key_path) => {
+                let key = load_key(&format!("{at}.key"), key_path)?;
+                if !leaf_key.public_eq(&key) {
+                    return Err(TlsBuildError::File {
+                        field: format!("{at}.key"),
+                        path: key_path.display().to_string(),
+                        message: format!("private key does not match the certificate in {}", cert.chain.display()),
+                    });
+                }
+                Arc::new(LocalKey::new(key))
+            }
         };
-        let key = load_key(&format!("{at}.key"), key_path)?;
-        if !leaf_key.public_eq(&key) {
-            return Err(TlsBuildError::File {
-                field: format!("{at}.key"),
-                path: key_path.display().to_string(),
-                message: format!("private key does not match the certificate in {}", cert.chain.display()),
-            });
-        }
-        let backend: Arc<dyn KeyBackend> = Arc::new(LocalKey::new(key));
         variants.push(build_variant(
             tls,
             sessions,
