@@ -12,6 +12,8 @@
 //! [`response::MAX_HEAD`], more than [`response::MAX_HEADERS`] fields, conflicting
 //! `Content-Length` values, or a malformed chunk is an [`Error`], never a panic or a guess.
 
+#![forbid(unsafe_code)]
+
 pub mod chunked;
 pub mod error;
 pub mod request;
