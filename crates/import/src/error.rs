@@ -86,3 +86,31 @@ impl Classify for SyntaxError {
         }
     }
 }
+
+/// Why one directive cannot be carried over to tlsgate's configuration. It is not a failure of
+/// the import: it becomes a line of the report (`FILE:LINE: not translated: ...`) and the
+/// translation goes on with the rest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Untranslatable(pub String);
+
+impl From<String> for Untranslatable {
+    fn from(why: String) -> Self {
+        Untranslatable(why)
+    }
+}
+
+impl From<&str> for Untranslatable {
+    fn from(why: &str) -> Self {
+        Untranslatable(why.to_string())
+    }
+}
+
+impl Classify for Untranslatable {
+    fn side(&self) -> Side {
+        Side::Config
+    }
+    fn kind(&self) -> &'static str {
+        "nginx_untranslatable"
+    }
+}

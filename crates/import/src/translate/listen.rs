@@ -2,6 +2,7 @@
 //! `localhost:443`, a bare address meaning port 80) and the parameters tlsgate has an
 //! equivalent for (`ssl`, `http2`, `default_server`, `backlog=`, `fastopen=`).
 
+use crate::error::Untranslatable;
 use crate::nginx::Directive;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -11,7 +12,7 @@ pub struct Listen<'a> {
     /// The directive.
     pub d: &'a Directive,
     /// The address, or why it cannot be bound by tlsgate.
-    pub addr: Result<SocketAddr, String>,
+    pub addr: Result<SocketAddr, Untranslatable>,
     /// `ssl`
     pub ssl: bool,
     /// `http2`
@@ -76,7 +77,7 @@ pub fn parse(d: &Directive) -> Listen<'_> {
 }
 
 /// The socket address of a `listen` address argument.
-fn address(text: &str) -> Result<SocketAddr, String> {
+fn address(text: &str) -> Result<SocketAddr, Untranslatable> {
     if text.starts_with("unix:") {
         return Err("unix sockets: tlsgate listens on TCP addresses only".into());
     }
@@ -97,9 +98,9 @@ fn address(text: &str) -> Result<SocketAddr, String> {
     match host {
         "*" => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)),
         "localhost" => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)),
-        _ => Err(format!(
+        _ => Err(Untranslatable(format!(
             "{host:?} is a host name: tlsgate listens on IP addresses (write the address)"
-        )),
+        ))),
     }
 }
 

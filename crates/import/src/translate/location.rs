@@ -8,6 +8,7 @@ use super::reasons::why_not;
 use super::upstream::{host_port, Group};
 use super::values::Scope;
 use super::Report;
+use crate::error::Untranslatable;
 use crate::nginx::{has_variable, Conf, Directive};
 use tlsgate_config::request_edit::is_gateway_managed;
 
@@ -34,14 +35,14 @@ pub struct Fixed {
 }
 
 /// A `return` directive as a fixed response, or why it cannot be one.
-pub fn fixed(d: &Directive) -> Result<Fixed, String> {
+pub fn fixed(d: &Directive) -> Result<Fixed, Untranslatable> {
     let args = d.arg_texts();
     let (status, text) = match args.as_slice() {
         [code] if code.parse::<u16>().is_ok() => (code.parse::<u16>().unwrap_or(0), None),
         [url] => (302, Some(*url)),
         [code, text] => match code.parse::<u16>() {
             Ok(c) => (c, Some(*text)),
-            Err(_) => return Err(format!("{code:?} is not a status")),
+            Err(_) => return Err(Untranslatable(format!("{code:?} is not a status"))),
         },
         _ => return Err("takes a status and a text or URL".into()),
     };
@@ -49,13 +50,15 @@ pub fn fixed(d: &Directive) -> Result<Fixed, String> {
         return Err("444 closes the connection without a response; tlsgate always answers".into());
     }
     if !(200..=599).contains(&status) {
-        return Err(format!("{status} is not a final status tlsgate can answer"));
+        return Err(Untranslatable(format!(
+            "{status} is not a final status tlsgate can answer"
+        )));
     }
     if text.is_some_and(has_variable) {
-        return Err(format!(
+        return Err(Untranslatable(format!(
             "{:?} has variables; a fixed response is fixed text",
             text.unwrap_or("")
-        ));
+        )));
     }
     let redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
     Ok(Fixed {
@@ -70,9 +73,11 @@ pub fn fixed(d: &Directive) -> Result<Fixed, String> {
 }
 
 /// A `proxy_pass`/`grpc_pass` URL: TLS or not, the authority, and the URI part if any.
-fn target(url: &str, grpc: bool) -> Result<(bool, String, Option<String>), String> {
+fn target(url: &str, grpc: bool) -> Result<(bool, String, Option<String>), Untranslatable> {
     if has_variable(url) {
-        return Err(format!("{url:?} has variables; tlsgate's routes name a fixed upstream"));
+        return Err(Untranslatable(format!(
+            "{url:?} has variables; tlsgate's routes name a fixed upstream"
+        )));
     }
     let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
@@ -85,7 +90,7 @@ fn target(url: &str, grpc: bool) -> Result<(bool, String, Option<String>), Strin
     } else if grpc {
         (false, url)
     } else {
-        return Err(format!("{url:?} is not an http:// or https:// URL"));
+        return Err(Untranslatable(format!("{url:?} is not an http:// or https:// URL")));
     };
     if rest.starts_with("unix:") {
         return Err("unix sockets: tlsgate reaches origins over TCP".into());
@@ -107,7 +112,7 @@ fn normal_path(p: &str) -> bool {
 }
 
 /// The group a location forwards to (created for an address), or why none.
-fn group_for(ctx: &mut RouteCtx<'_, '_>, d: &Directive, grpc: bool) -> Result<(usize, Option<String>), String> {
+fn group_for(ctx: &mut RouteCtx<'_, '_>, d: &Directive, grpc: bool) -> Result<(usize, Option<String>), Untranslatable> {
     let url = d.arg(0).unwrap_or("");
     let (tls, authority, uri) = target(url, grpc)?;
     let index = match ctx.groups.iter().position(|g| g.block.is_some() && g.name == authority) {
@@ -140,16 +145,19 @@ fn group_for(ctx: &mut RouteCtx<'_, '_>, d: &Directive, grpc: bool) -> Result<(u
     };
     let g = &mut ctx.groups[index];
     if g.servers.is_empty() {
-        return Err(format!("upstream {} has no server tlsgate can use", g.name));
+        return Err(Untranslatable(format!(
+            "upstream {} has no server tlsgate can use",
+            g.name
+        )));
     }
     match g.tls {
         None => g.tls = Some(tls),
         Some(t) if t != tls => {
-            return Err(format!(
+            return Err(Untranslatable(format!(
                 "upstream {} is reached over {} elsewhere; tlsgate speaks one scheme per upstream",
                 g.name,
                 if t { "https" } else { "http" }
-            ))
+            )))
         }
         Some(_) => {}
     }
