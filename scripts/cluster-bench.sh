@@ -20,7 +20,9 @@ ROUNDS=${ROUNDS:-3}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 WORK=${WORK:-$(mktemp -d /tmp/tlsgate-cluster.XXXXXX)}
-log() { echo "cluster-bench: $*" >&2; }
+BENCH_NAME=cluster-bench
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
@@ -106,8 +108,6 @@ start_node() { # NAME PORT ADMIN STORE CACHE CPU
   done
   echo "$pid"
 }
-stop_node() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 gauge() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="name=\"$2\"" 'index($0, n) {print $2}'; }
 
 bench() { # PORT JSON ARGS...
@@ -128,12 +128,12 @@ for round in $(seq "$ROUNDS"); do
     pid=$(start_node "n-$mode" 29443 29444 "$mode" $size "$SERVER_CPU")
     bench 29443 "$WORK/warm.json" --handshake-only --no-ticket --tls 1.2 -t 4 -c 4 -d 1s
     h0=$(gauge 29444 session_store_lookup_hit_total); h0=${h0:-0}
-    c0=$(cpu_ticks "$pid")
+    c0=$(bench_cpu_total "$pid")
     bench 29443 "$WORK/tput-$mode-$round.json" --handshake-only --no-ticket --tls 1.2 -t 4 -c 8 -d "${DURATION}s"
-    c1=$(cpu_ticks "$pid")
+    c1=$(bench_cpu_total "$pid")
     h1=$(gauge 29444 session_store_lookup_hit_total); h1=${h1:-0}
     bench 29443 "$WORK/lat-$mode-$round.json" --handshake-only --no-ticket --tls 1.2 -t 2 -c 2 -d "${DURATION}s"
-    stop_node "$pid"
+    bench_stop_pid "$pid"
     jq -c --arg mode "$mode" --argjson round "$round" --argjson cpu "$(awk -v a="$c0" -v b="$c1" -v t="$TCK" 'BEGIN{print (b-a)/t}')" \
       --argjson remote "$((${h1%.*} - ${h0%.*}))" --slurpfile lat "$WORK/lat-$mode-$round.json" \
       '{kind: "tput", mode: $mode, round: $round, handshakes, resumed, errors_total, cpu: $cpu,

@@ -7,7 +7,11 @@
 #          run as a Sentinel) and memcached (the cluster session stores, tests/cluster.rs),
 #          python3-grpcio (gRPC origin and client of tests/grpc.rs, run with /usr/bin/python3),
 #          python3-websockets (WebSocket origin and client of tests/websocket.rs, /usr/bin/python3),
-#          systemd (systemd-analyze verify of dist/systemd/tlsgate.service, tests/systemd.rs)
+#          systemd (systemd-analyze verify of dist/systemd/tlsgate.service, tests/systemd.rs),
+#          logrotate (runs the Debian package's /etc/logrotate.d/tlsgate) and groff-base (groff,
+#          preconv: parses its man pages), tests/package.rs; that test runs scripts/package.sh,
+#          which installs cargo-deb 3 (cargo install --locked) when missing and needs objcopy
+#          (binutils, with g++) for the -dbgsym package
 #   lab:   iproute2 (ip netns/addr/route) and procps (sysctl) for `tlsgate lab` and its tests, which
 #          also need the kernel's TUN device (/dev/net/tun) and root
 #   bench: nginx-light, haproxy, wrk, nghttp2-client (h2load), jq, curl, openssl, util-linux (taskset)
@@ -32,7 +36,7 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base)
 
 # Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
 #   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)

@@ -26,7 +26,9 @@ WORK=${WORK:-$(mktemp -d /tmp/tlsgate-keyless.XXXXXX)}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 KS_PORT=${KS_PORT:-39407}
 GW_PORT=${GW_PORT:-39443}
-log() { echo "keyless-bench: $*" >&2; }
+BENCH_NAME=keyless-bench
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
@@ -61,14 +63,6 @@ mkdir -p keys && cp site-ecdsa.key site-rsa.key keys/
 cd "$ROOT"
 
 TCK=$(getconf CLK_TCK)
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
 KS_PID=
 start_keyserver() { # cpu
   cat >"$WORK/keyserver.toml" <<EOF
@@ -82,13 +76,10 @@ log_level = "warn"
 EOF
   taskset -c "$1" "$BIN" keyserver --config "$WORK/keyserver.toml" >"$WORK/keyserver.log" 2>&1 &
   KS_PID=$!
-  wait_port "$KS_PORT" || { cat "$WORK/keyserver.log" >&2; exit 1; }
+  bench_wait_port "$KS_PORT" || { cat "$WORK/keyserver.log" >&2; exit 1; }
 }
-stop_pid() { [ -n "${1:-}" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
 GW_PID=
-trap 'stop_pid "$KS_PID"; stop_pid "$GW_PID"' EXIT
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+trap 'bench_stop_pid "$KS_PID"; bench_stop_pid "$GW_PID"' EXIT
 
 # ---- 1 + 2: signing rate ---------------------------------------------------------------------
 if part sign; then
@@ -106,26 +97,26 @@ for alg in ecdsa_secp256r1_sha256 rsa_pss_rsae_sha256; do
   ref=$(for _ in $(seq "$ROUNDS"); do
     taskset -c 0 openssl speed -seconds "$SECS" "$speed" 2>/dev/null | awk '
       /nistp256|^rsa 2048 bits/ { n = 0; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+s$/ && ++n == 2) { print $(i + 1); exit } }'
-  done | median)
+  done | bench_median)
   for inflight in 1 8 64; do
     rows=$(for _ in $(seq "$ROUNDS"); do
-      t0=$(cpu_ticks "$KS_PID")
+      t0=$(bench_cpu_total "$KS_PID")
       out=$(taskset -c 1 "$LOAD" --server "127.0.0.1:$KS_PORT" --cert "$WORK/$cert" --client-cert "$WORK/gateway.pem" \
         --client-key "$WORK/gateway.key" --server-ca "$WORK/ca.pem" --alg "$alg" --inflight "$inflight" --secs "$SECS")
-      t1=$(cpu_ticks "$KS_PID")
+      t1=$(bench_cpu_total "$KS_PID")
       echo "$out" | jq -r --argjson cpu "$(echo "($t1 - $t0) / $TCK" | bc -l)" \
         '"\(.per_sec) \(.signatures / $cpu) \(.p50_us) \(.p99_us) \(.errors)"'
     done)
-    wall=$(echo "$rows" | awk '{print $1}' | median)
-    percpu=$(echo "$rows" | awk '{print $2}' | median)
-    p50=$(echo "$rows" | awk '{print $3}' | median)
-    p99=$(echo "$rows" | awk '{print $4}' | median)
+    wall=$(echo "$rows" | awk '{print $1}' | bench_median)
+    percpu=$(echo "$rows" | awk '{print $2}' | bench_median)
+    p50=$(echo "$rows" | awk '{print $3}' | bench_median)
+    p99=$(echo "$rows" | awk '{print $4}' | bench_median)
     errs=$(echo "$rows" | awk '{s += $5} END {print s}')
     printf '| %s | %.0f | %s | %.0f | %.0f | %.2f | %s / %s%s |\n' "$alg" "$ref" "$inflight" "$wall" "$percpu" \
       "$(echo "$percpu / $ref" | bc -l)" "$p50" "$p99" "$([ "$errs" = 0 ] || echo " ($errs errors)")"
   done
 done
-stop_pid "$KS_PID"
+bench_stop_pid "$KS_PID"
 KS_PID=
 echo
 fi
@@ -165,7 +156,7 @@ start_gateway() { # mode
   gateway_config "$1" >"$WORK/gateway-$1.toml"
   taskset -c 0 "$BIN" serve --config "$WORK/gateway-$1.toml" >"$WORK/gateway-$1.log" 2>&1 &
   GW_PID=$!
-  wait_port "$GW_PORT" || { cat "$WORK/gateway-$1.log" >&2; exit 1; }
+  bench_wait_port "$GW_PORT" || { cat "$WORK/gateway-$1.log" >&2; exit 1; }
   sleep 0.5
 }
 bench() { # json args...
@@ -185,19 +176,19 @@ for mode in local keyless; do
   start_gateway "$mode"
   bench "$WORK/warm.json" -n 20 -c 1
   rows=$(for r in $(seq "$ROUNDS"); do
-    t0=$(cpu_ticks "$GW_PID")
+    t0=$(bench_cpu_total "$GW_PID")
     bench "$WORK/cpu-$mode-$r.json" -c 16 -d "$SECS"
-    t1=$(cpu_ticks "$GW_PID")
+    t1=$(bench_cpu_total "$GW_PID")
     jq -r --argjson cpu "$(echo "($t1 - $t0) / $TCK" | bc -l)" \
       '"\(.handshakes_per_s) \(.handshakes / $cpu) \($cpu * 1000000 / .handshakes) \(.errors_total)"' "$WORK/cpu-$mode-$r.json"
   done)
-  rate=$(echo "$rows" | awk '{print $1}' | median)
-  percpu=$(echo "$rows" | awk '{print $2}' | median)
-  us=$(echo "$rows" | awk '{print $3}' | median)
+  rate=$(echo "$rows" | awk '{print $1}' | bench_median)
+  percpu=$(echo "$rows" | awk '{print $2}' | bench_median)
+  us=$(echo "$rows" | awk '{print $3}' | bench_median)
   errs=$(echo "$rows" | awk '{s += $4} END {print s}')
   CPU_US[$mode]=$us
   printf '| %s | %.0f | %.0f | %.0f | %s |\n' "$mode" "$rate" "$percpu" "$us" "$errs"
-  stop_pid "$GW_PID"
+  bench_stop_pid "$GW_PID"
   GW_PID=
 done
 printf '\nKeyless / local gateway CPU per handshake: **%.2f** (target ≤ 0.50)\n\n' \
@@ -206,7 +197,7 @@ fi
 
 if part latency; then
 if [ "${KS_LATENCY_CPU:-1}" != 1 ]; then
-  stop_pid "$KS_PID"
+  bench_stop_pid "$KS_PID"
   start_keyserver "$KS_LATENCY_CPU"
 fi
 echo "## Handshake latency at $RATE handshakes/s (TLS 1.3, RSA-2048; medians of $ROUNDS)"
@@ -222,10 +213,10 @@ for mode in local keyless; do
     jq -r '"\(.latency_us.handshake.p50) \(.latency_us.handshake.p99)"' \
       "$WORK/lat-$mode-$r.json"
   done)
-  P50[$mode]=$(echo "$rows" | awk '{print $1}' | median)
-  P99[$mode]=$(echo "$rows" | awk '{print $2}' | median)
+  P50[$mode]=$(echo "$rows" | awk '{print $1}' | bench_median)
+  P99[$mode]=$(echo "$rows" | awk '{print $2}' | bench_median)
   printf '| %s | %s | %s |\n' "$mode" "${P50[$mode]}" "${P99[$mode]}"
-  stop_pid "$GW_PID"
+  bench_stop_pid "$GW_PID"
   GW_PID=
 done
 printf '\nAdded by keyless: p50 **%s µs** (target < 150), p99 **%s µs** (target < 1000)\n' \

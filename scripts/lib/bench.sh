@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Helpers shared by the benchmark scripts that measure tlsgate against nginx and HAProxy
-# (scripts/peer-compare.sh, scripts/proxy-compare.sh): installing what is missing, the private
+# (scripts/peer-compare.sh, scripts/proxy-compare.sh, scripts/keyless-bench.sh,
+# scripts/cluster-bench.sh): installing what is missing, the private
 # copy of the measured binary, one ECDSA P-256 certificate, configuration templates, starting a
 # pinned server and waiting for its port, CPU ticks and RSS from /proc, tlsgate's handshake
 # counters, the interleaved rounds, the saved parameters of a run, jq's median and Markdown
@@ -97,6 +98,14 @@ bench_cpu_ticks() { # pid
   done
   echo "$u $k"
 }
+# utime + stime of the process and its children, clock ticks (one number).
+bench_cpu_total() { # pid
+  local t
+  t=$(bench_cpu_ticks "$1")
+  echo $((${t% *} + ${t#* }))
+}
+# The median of the numbers on stdin, one per line.
+bench_median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # Resident memory of the process and its children, kB.
 bench_rss_kb() { # pid
   local t=0 p

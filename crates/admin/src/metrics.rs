@@ -52,12 +52,31 @@ pub struct FailureLabels {
     pub reason: &'static str,
 }
 
+/// Labels of a handshake refused by `[server.handshake_budget]`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// `full_handshake_budget` or `resumed_handshake_budget`.
+    pub reason: &'static str,
+    /// Where: `client_hello` (before any key exchange) or `signature` (it offered a resumption
+    /// but was going to sign).
+    pub stage: &'static str,
+}
+
 /// Labels of a client connection closed by one of its timeouts.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClientTimeoutLabels {
     /// `idle` (no request for `client_idle_timeout`), `header` (bytes but no complete request
     /// for `client_header_timeout`) or `send` (the client took nothing for `client_send_timeout`).
     pub reason: &'static str,
+}
+
+/// Labels of an interim (1xx) response from an origin.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InterimLabels {
+    /// `forwarded`, `dropped_busy` (an earlier response on the connection may still be
+    /// unwritten), `dropped_too_large`, `dropped_http2` (not forwarded to HTTP/2 clients yet),
+    /// `dropped_http10` or `dropped_off` (`[server] forward_early_hints = false`).
+    pub result: &'static str,
 }
 
 /// Labels of a handshake-duration observation.
@@ -205,8 +224,12 @@ pub struct Metrics {
     pub handshake_failures: Family<FailureLabels, Counter>,
     /// Handshake duration (from accept to finished).
     pub handshake_duration: Family<OutcomeLabels, Histogram>,
+    /// Handshakes refused by the handshake budget, before any signature.
+    pub handshakes_refused: Family<RefusedLabels, Counter>,
     /// Client connections closed by a timeout, by which.
     pub client_timeouts: Family<ClientTimeoutLabels, Counter>,
+    /// 103 Early Hints from origins, by what became of them.
+    pub early_hints: Family<InterimLabels, Counter>,
     /// Client connections open now.
     pub open_connections: Gauge,
     /// Client connections accepted.
@@ -291,6 +314,18 @@ impl Metrics {
             "client_timeouts",
             "Client connections closed by a timeout: idle (no request), header (no complete request), send (the client read nothing)",
             client_timeouts.clone(),
+        );
+        let early_hints = Family::default();
+        registry.register(
+            "early_hints",
+            "103 Early Hints responses from origins: forwarded to the client, or dropped and why",
+            early_hints.clone(),
+        );
+        let handshakes_refused = Family::default();
+        registry.register(
+            "handshakes_refused",
+            "TLS handshakes refused by the per-source handshake budget, by budget and stage",
+            handshakes_refused.clone(),
         );
         let handshake_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
@@ -456,7 +491,9 @@ impl Metrics {
             handshakes,
             handshake_failures,
             handshake_duration,
+            handshakes_refused,
             client_timeouts,
+            early_hints,
             open_connections,
             connections_accepted,
             connections_shed,

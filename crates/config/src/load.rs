@@ -46,7 +46,8 @@ pub fn parse(text: &str) -> Result<Config, ParseError> {
     Ok(toml::from_str(text)?)
 }
 
-/// Makes every relative certificate/key path (and the access-log file) relative to `base`.
+/// Makes every relative certificate/key path (and the access-log file, the upgrade socket)
+/// relative to `base`.
 pub fn resolve_paths(config: &mut Config, base: &Path) {
     let mut paths: Vec<&mut PathBuf> = Vec::new();
     for site in &mut config.sites {
@@ -58,6 +59,7 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
         paths.extend(site.client_auth.as_mut().and_then(|c| c.ca.as_mut()));
     }
     paths.extend(config.log.access_log_file.as_mut());
+    paths.extend(config.server.upgrade_socket.as_mut());
     if let Some(c) = &mut config.cluster {
         paths.extend(c.secret_files.iter_mut());
     }

@@ -5,8 +5,10 @@
 //! Defaults are chosen to be safe (forward-secret suites only, admin on loopback) and fast
 //! (one worker per core, resumption on, tickets rotating).
 
+mod access;
 mod admin;
 mod cluster;
+mod handshake_budget;
 mod keyless;
 mod log;
 mod route;
@@ -15,8 +17,10 @@ mod site;
 mod tls;
 mod upstream;
 
+pub use access::{AccessAction, AccessRuleConfig};
 pub use admin::AdminConfig;
 pub use cluster::{ClusterConfig, ControlConfig, RedisMode, StoreKind};
+pub use handshake_budget::{HandshakeBudgetConfig, OverBudget};
 pub use keyless::{KeyServerPoolConfig, KeylessConfig};
 pub use log::{LogConfig, LogFormat};
 pub use route::{FixedResponseConfig, RouteConfig};
@@ -69,4 +73,7 @@ pub struct Config {
     /// Redis, and this node's entry in the node registry (docs/CONTROL.md).
     #[serde(default)]
     pub control: Option<ControlConfig>,
+    /// Allow/deny rules by source network and JA4 fingerprint, first match decides.
+    #[serde(default, rename = "access_rule")]
+    pub access_rules: Vec<AccessRuleConfig>,
 }

@@ -8,6 +8,8 @@ mod certificates;
 mod cluster;
 mod control;
 mod edits;
+mod fingerprints;
+mod handshake_budget;
 mod keyless;
 mod log;
 mod routes;
@@ -28,6 +30,7 @@ use crate::model::Config;
 pub fn validate(config: &Config) -> Vec<Issue> {
     let mut issues = Vec::new();
     server::check_server(config, &mut issues);
+    handshake_budget::check(config, &mut issues);
     tls::check(&config.tls, &mut issues);
     server::check_listeners(config, &mut issues);
     sites::check(config, &mut issues);
@@ -38,6 +41,7 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     tls::check_early_data(config, &mut issues);
     cluster::check(config, &mut issues);
     log::check(&config.log, &mut issues);
+    fingerprints::check(config, &mut issues);
     issues
 }
 

@@ -6,6 +6,7 @@ use crate::downstream::io::Activity;
 use crate::facts::TlsFacts;
 use crate::gateway::{Gateway, Generation};
 use crate::identity::ClientIdentity;
+use crate::interim::InterimQueue;
 use crate::upstream::tunnel::TunnelSlot;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -40,4 +41,10 @@ pub struct ConnContext {
     pub upstream_slots: Arc<tokio::sync::Semaphore>,
     /// An HTTP/1.1 upgrade's origin side, left for the connection's task to copy to.
     pub tunnels: TunnelSlot,
+    /// HTTP/1.1: interim responses (103 Early Hints) waiting to be written below hyper.
+    pub interim: Option<Arc<InterimQueue>>,
+    /// The forwarding header values of this connection's requests, built once.
+    pub forward_cache: crate::upstream::forwarding::ForwardCache,
+    /// `requests_total{site,status="200",protocol}` of this connection, looked up once.
+    pub ok_requests: std::sync::OnceLock<prometheus_client::metrics::counter::Counter>,
 }

@@ -22,6 +22,9 @@ pub struct TlsFacts {
     /// Subject (RFC 4514) of the verified client certificate, when the site asks for one
     /// (`[site.client_auth]`) and the client presented it.
     pub client_subject: Option<Arc<str>>,
+    /// The client's JA4 TLS fingerprint, when a configured feature uses it (tlsgate-tls
+    /// `fingerprint`): the access log's `ja4`, the origin header, routing, a rate-limit key.
+    pub ja4: Option<Arc<str>>,
 }
 
 /// What forwarding to an origin reports for the log (filled in by `UpstreamGroup::forward`).

@@ -11,7 +11,7 @@ use crate::request::router::Router;
 use crate::upstream::UpstreamGroup;
 use arc_swap::ArcSwap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tlsgate_admin::Metrics;
 use tlsgate_config::Config;
@@ -30,6 +30,8 @@ pub struct SiteRuntime {
     pub router: Router,
     /// The client-certificate identity headers, when the site has `[site.client_auth]`.
     pub client_cert: Option<crate::identity::IdentityHeaders>,
+    /// Routers for the fingerprints its routes name (`match_ja4`); None when none does.
+    pub fingerprint_routes: Option<crate::fingerprint::FingerprintRoutes>,
 }
 
 /// Everything built from one configuration.
@@ -44,9 +46,25 @@ pub struct Generation {
     pub sites: Vec<SiteRuntime>,
     /// Upstream groups in configuration order.
     pub upstreams: Vec<Arc<UpstreamGroup>>,
+    /// `[server] ja4_header`: the request header carrying the client's JA4 to origins.
+    pub ja4_header: Option<crate::fingerprint::Ja4Header>,
+}
+
+impl SiteRuntime {
+    /// The router for a request of a connection whose JA4 fingerprint is `ja4` (the plain one
+    /// unless a route names that fingerprint).
+    pub fn router_for(&self, ja4: Option<&str>) -> &Router {
+        crate::fingerprint::router_for(&self.router, self.fingerprint_routes.as_ref(), ja4)
+    }
 }
 
 impl Generation {
+    /// Replaces whatever a client sent in `[server] ja4_header` with its connection's JA4
+    /// fingerprint (nothing without the setting).
+    pub fn forward_ja4(&self, ja4: Option<&str>, headers: &mut http::HeaderMap) {
+        crate::fingerprint::forward_header(self.ja4_header.as_ref(), ja4, headers);
+    }
+
     /// Builds a generation; the error names the field and file at fault.
     pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, TlsBuildError> {
         let tls = TlsService::build(&config, sessions)?;
@@ -60,22 +78,26 @@ impl Generation {
         let sites = config
             .sites
             .iter()
-            .map(|s| SiteRuntime {
+            .map(|s| (s, crate::fingerprint::routers(&s.routes, index)))
+            .map(|(s, (router, fingerprint_routes))| SiteRuntime {
                 name: Arc::from(s.name.as_str()),
                 label: tlsgate_admin::metrics::intern(&s.name),
                 hsts: s
                     .hsts
                     .as_ref()
                     .and_then(|h| http::HeaderValue::from_str(&h.header_value()).ok()),
-                router: Router::new(&s.routes, index),
+                router,
+                fingerprint_routes,
                 client_cert: s
                     .client_auth
                     .as_ref()
                     .and_then(crate::identity::IdentityHeaders::from_config),
             })
             .collect();
+        let ja4_header = crate::fingerprint::Ja4Header::from_config(&config.server);
         Ok(Self {
             id,
+            ja4_header,
             config: Arc::new(config),
             tls,
             sites,
@@ -96,26 +118,35 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// Session cache and ticket keys (survive reloads).
     pub sessions: SessionState,
+    /// Full TLS handshakes per client source (`[server.handshake_budget]`; survives reloads).
+    pub handshake_budget: tlsgate_tls::handshake_budget::HandshakeBudget,
     open: AtomicUsize,
     sources: SourceLimits,
     next_id: AtomicU64,
     shutdown: watch::Sender<bool>,
+    /// `shutdown`'s value, read once per request (HTTP/1.1 answers `Connection: close` while
+    /// draining) without touching the channel's lock.
+    draining: AtomicBool,
 }
 
 impl Gateway {
     /// Builds the first generation.
     pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Arc<Self>, TlsBuildError> {
         let sessions = SessionState::new(&config.tls);
+        let handshake_budget =
+            tlsgate_tls::handshake_budget::HandshakeBudget::new(config.server.handshake_budget.as_ref());
         let generation = Generation::build(config, &sessions, 1)?;
         let (shutdown, _) = watch::channel(false);
         Ok(Arc::new(Self {
             current: ArcSwap::from_pointee(generation),
             metrics,
             sessions,
+            handshake_budget,
             open: AtomicUsize::new(0),
             sources: SourceLimits::default(),
             next_id: AtomicU64::new(2),
             shutdown,
+            draining: AtomicBool::new(false),
         }))
     }
 
@@ -129,8 +160,15 @@ impl Gateway {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let generation = Generation::build(config, &self.sessions, id)?;
         self.sessions.reconfigure(&generation.config.tls);
+        self.handshake_budget
+            .reconfigure(generation.config.server.handshake_budget.as_ref());
         self.current.store(Arc::new(generation));
         Ok(id)
+    }
+
+    /// Whether `[[access_rule]]`s by source refuse a new connection from `client` (counted).
+    pub fn refuses_source(&self, client: IpAddr) -> bool {
+        self.current().tls.fingerprints().rules().refuses_at_accept(client)
     }
 
     /// Client connections open now.
@@ -180,7 +218,13 @@ impl Gateway {
 
     /// Starts a graceful shutdown: listeners stop accepting, connections finish and close.
     pub fn begin_shutdown(&self) {
+        self.draining.store(true, Ordering::Relaxed);
         self.shutdown.send_replace(true);
+    }
+
+    /// Whether a graceful shutdown has begun.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
     }
 
     /// Resolves when shutdown begins.

@@ -19,7 +19,8 @@
 //!   header forwarding, the request body's send watch.
 //! * Shared leaf types: [`error`] (typed failures with their side and retry safety), [`body`],
 //!   [`facts`] (what the access log records), [`context`] (one client connection's facts),
-//!   [`identity`] (a client certificate's identity headers);
+//!   [`identity`] (a client certificate's identity headers), [`fingerprint`] (the connection's
+//!   JA4 as an origin header and a routing key);
 //!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
@@ -28,8 +29,10 @@ pub mod context;
 pub mod downstream;
 pub mod error;
 pub mod facts;
+pub mod fingerprint;
 pub mod gateway;
 pub mod identity;
+pub mod interim;
 pub mod request;
 pub mod upstream;
 

@@ -110,6 +110,8 @@ struct Selector {
     default: usize,
     unknown_sni: UnknownSni,
     tls13: bool,
+    /// JA4 fingerprints and the access rules by fingerprint (`fingerprint.rs`).
+    fingerprints: crate::fingerprint::Policy,
 }
 
 impl Selector {
@@ -191,6 +193,7 @@ impl TlsService {
             default: config.sites.iter().position(|s| s.default).unwrap_or(0),
             unknown_sni: tls.unknown_sni,
             tls13: tls.max_version == TlsVersion::V1_3,
+            fingerprints: crate::fingerprint::Policy::from_config(config),
         });
         let front = build_front(tls, sessions, selector.clone())?;
         Ok(Self { front, selector })
@@ -201,6 +204,11 @@ impl TlsService {
         let mut ssl = Ssl::new(&self.front)?;
         handshake_info::attach(&mut ssl);
         Ok(ssl)
+    }
+
+    /// The generation's JA4 policy and access rules (`fingerprint.rs`).
+    pub fn fingerprints(&self) -> &crate::fingerprint::Policy {
+        &self.selector.fingerprints
     }
 
     /// The site a finished handshake selected.
@@ -341,7 +349,15 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
     install_sessions(&mut b, tls, sessions);
     let early = tls.tickets.early_data.then(|| sessions.early_data.clone());
     let ticket_lifetime = tls.tickets.lifetime.get();
+    let budget = crate::handshake_budget::HelloCheck::new(tls, &sessions.tickets);
     b.set_async_select_certificate_callback(move |hello| {
+        // Before any work for this hello: over its source's handshake budget, it is refused
+        // here (BoringSSL sends handshake_failure).
+        if !budget.admit(hello) {
+            return Err(AsyncSelectCertError);
+        }
+        // JA4, when a feature uses it, and the access rules by fingerprint (a denial fails here).
+        selector.fingerprints.inspect(hello)?;
         let claim = early.as_ref().and_then(|ed| {
             let fut = ed.claim_for(
                 hello.get_extension(ExtensionType::PRE_SHARED_KEY),

@@ -26,6 +26,12 @@ pub enum HandshakeFailure {
     /// The server name matched no site (`unknown_sni = "reject"`) or certificate selection refused.
     #[error("the server name matches no site")]
     UnknownSni,
+    /// The client's source was over its handshake budget (`[server.handshake_budget]`).
+    #[error("the client's source is over its handshake budget")]
+    HandshakeBudget,
+    /// An `[[access_rule]]` denied the client's JA4 fingerprint (after the ClientHello).
+    #[error("an access rule denied the client's fingerprint")]
+    AccessDenied,
     /// The site requires a client certificate (`[site.client_auth] mode = "required"`) and the
     /// client sent none.
     #[error("the client sent no certificate where one is required")]
@@ -64,6 +70,8 @@ impl HandshakeFailure {
             HandshakeFailure::PlaintextHttp => "plaintext_http",
             HandshakeFailure::NoSharedParameters => "no_shared_parameters",
             HandshakeFailure::UnknownSni => "unknown_sni",
+            HandshakeFailure::HandshakeBudget => "handshake_budget",
+            HandshakeFailure::AccessDenied => "access_denied",
             HandshakeFailure::ClientCertMissing => "client_cert_missing",
             HandshakeFailure::ClientCertInvalid => "client_cert_invalid",
             HandshakeFailure::Malformed => "malformed",
@@ -146,6 +154,12 @@ impl HandshakeFailure {
     /// A failed handshake on connection `ssl` (when there is one): refused for its SNI (recorded
     /// by certificate selection), else what the error says.
     pub fn classify(ssl: Option<&SslRef>, e: &boring::ssl::Error) -> Self {
+        if ssl.is_some_and(crate::handshake_budget::refused) {
+            return HandshakeFailure::HandshakeBudget;
+        }
+        if ssl.is_some_and(crate::fingerprint::denied) {
+            return HandshakeFailure::AccessDenied;
+        }
         if ssl.is_some_and(handshake_info::sni_rejected) {
             return HandshakeFailure::UnknownSni;
         }
@@ -156,6 +170,8 @@ impl HandshakeFailure {
     pub fn of<S: std::fmt::Debug>(e: &tokio_boring::HandshakeError<S>) -> Self {
         match handshake_error(e) {
             (Some(ssl_error), _) => Self::classify(e.ssl(), ssl_error),
+            (None, _) if e.ssl().is_some_and(crate::handshake_budget::refused) => HandshakeFailure::HandshakeBudget,
+            (None, _) if e.ssl().is_some_and(crate::fingerprint::denied) => HandshakeFailure::AccessDenied,
             (None, _) if e.ssl().is_some_and(handshake_info::sni_rejected) => HandshakeFailure::UnknownSni,
             (None, stack) => stack
                 .and_then(Self::from_error_stack)

@@ -188,11 +188,15 @@ pub(crate) struct KeyMethod(pub Arc<dyn KeyBackend>);
 impl AsyncPrivateKeyMethod for KeyMethod {
     fn sign(
         &self,
-        _ssl: &mut SslRef,
+        ssl: &mut SslRef,
         input: &[u8],
         algorithm: SslSignatureAlgorithm,
         _output: &mut [u8],
     ) -> Result<BoxPrivateKeyMethodFuture, AsyncPrivateKeyMethodError> {
+        // Every signature is charged to the source's full-handshake budget (handshake_budget).
+        if !crate::handshake_budget::may_sign(ssl) {
+            return Err(AsyncPrivateKeyMethodError);
+        }
         let pending = self.0.sign(algorithm, input);
         Ok(Box::pin(async move {
             let signature = pending.await.map_err(|e| {

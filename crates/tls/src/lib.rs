@@ -10,6 +10,10 @@
 //!   configuration reloads.
 //! - [`secret`]: the cluster secret and HKDF derivation (shared ticket keys, sealed sessions).
 //! - [`early_data`]: 0-RTT admission (each ticket's early data accepted at most once).
+//! - [`handshake_budget`]: full TLS handshakes per client source (token buckets, refused before
+//!   signing).
+//! - [`fingerprint`]: JA4 fingerprints of ClientHellos (when a feature uses them) and the
+//!   access rules' fingerprint stage; [`access_rules`]: `[[access_rule]]` by source and JA4.
 //! - [`handshake_info`]: what a handshake did (version, cipher, group, resumption mechanism).
 //! - ClientHello inspection lives in `tlsgate-wire` (no I/O, fuzzed).
 //! - [`lint`]: certificate-chain lint for `tlsgate check` (and the first-flight size).
@@ -27,6 +31,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod access_rules;
 pub mod cert_compression;
 pub mod client_auth;
 // At the crate root: they build whole services (`context`), which imports `client_auth`.
@@ -38,6 +43,10 @@ pub mod error;
 pub mod failure;
 #[allow(unsafe_code)]
 mod ffi;
+pub mod fingerprint;
+pub mod handshake_budget;
+#[cfg(test)]
+mod handshake_budget_tests;
 pub mod handshake_info;
 pub mod keys;
 pub mod lint;

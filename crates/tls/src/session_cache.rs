@@ -93,6 +93,71 @@ impl SessionCache {
     }
 }
 
+/// A cached session as handed to a successor process (binary upgrade); its bytes (which hold
+/// the session's master secret) are wiped when it is dropped.
+pub struct ExportedSession {
+    /// The session ID.
+    pub id: Vec<u8>,
+    /// The session, DER-encoded.
+    pub der: Vec<u8>,
+    /// How long it has left to live.
+    pub ttl: Duration,
+}
+
+impl Drop for ExportedSession {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.der);
+    }
+}
+
+impl std::fmt::Debug for ExportedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportedSession")
+            .field("id_len", &self.id.len())
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionCache {
+    /// The live sessions, least recently used first, with the time each has left: what a
+    /// successor process takes over in a binary upgrade (importing them in this order keeps the
+    /// LRU order).
+    pub fn export(&self) -> Vec<ExportedSession> {
+        let now = Instant::now();
+        let entries = self.entries.lock();
+        entries
+            .iter()
+            .rev()
+            .filter(|(_, (_, expiry))| *expiry > now)
+            .map(|(id, (der, expiry))| ExportedSession {
+                id: id.clone(),
+                der: der.clone(),
+                ttl: *expiry - now,
+            })
+            .collect()
+    }
+
+    /// Installs sessions of the process this one takes over from, each for the time it has
+    /// left (at most this cache's timeout), oldest first; sessions already expired are skipped.
+    /// Not passed on to the cluster store (the other process stored them already). Returns how
+    /// many were installed.
+    pub fn import<'a>(&self, sessions: impl IntoIterator<Item = (&'a [u8], &'a [u8], Duration)>) -> usize {
+        let now = Instant::now();
+        let timeout = *self.timeout.lock();
+        let mut entries = self.entries.lock();
+        let mut installed = 0;
+        for (id, der, ttl) in sessions {
+            if ttl.is_zero() || id.is_empty() {
+                continue;
+            }
+            entries.put(id.to_vec(), (der.to_vec(), now + ttl.min(timeout)));
+            installed += 1;
+        }
+        installed
+    }
+}
+
 /// The policy of BoringSSL's external session cache (installed by `ffi::install_session_cache`).
 impl SessionStore for SessionCache {
     /// Stores a session BoringSSL has just created (TLS 1.2 only: TLS 1.3 resumes by ticket).
@@ -206,6 +271,36 @@ mod tests {
         let (third, _) = connect(&server, &client, Some(&fresh));
         assert_eq!(third, Resumption::Full);
         assert_eq!(cache.stats.misses.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn sessions_of_the_previous_process_resume_after_an_import() {
+        let old = Arc::new(SessionCache::new(16, Duration::from_secs(60)));
+        let client = client_ctx(tls12());
+        let (_, first) = connect(&server(&old), &client, None);
+        let (_, second) = connect(&server(&old), &client, None);
+        // `first` used last: it must come out last (most recent) and survive a small cache.
+        connect(&server(&old), &client, Some(&first));
+        let exported = old.export();
+        assert_eq!(exported.len(), 2);
+        assert!(exported
+            .iter()
+            .all(|s| s.ttl > Duration::from_secs(59) && s.ttl <= Duration::from_secs(60)));
+        assert_eq!(exported[1].id, first.id(), "most recently used last");
+        assert!(!format!("{exported:?}").contains("der"), "no session bytes in Debug");
+
+        let new = Arc::new(SessionCache::new(1, Duration::from_secs(30)));
+        let installed = new.import(exported.iter().map(|s| (&s.id[..], &s.der[..], s.ttl)));
+        assert_eq!((installed, new.len()), (2, 1), "the LRU keeps the most recent");
+        let (resumed, _) = connect(&server(&new), &client, Some(&first));
+        assert_eq!(resumed, Resumption::SessionId);
+        let (evicted, _) = connect(&server(&new), &client, Some(&second));
+        assert_eq!(evicted, Resumption::Full);
+        assert_eq!(
+            new.import([(&b"x"[..], &b"y"[..], Duration::ZERO)]),
+            0,
+            "expired skipped"
+        );
     }
 
     /// A cluster store holding what it was given, answering at once.

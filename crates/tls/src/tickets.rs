@@ -226,6 +226,91 @@ impl TicketKeyRing {
     }
 }
 
+/// A ticket key as handed to a successor process (`tlsgate serve --upgrade`); its secret parts
+/// are wiped when it is dropped. Its `Debug` shows no key material.
+pub struct ExportedTicketKey {
+    /// Key name tickets carry in the clear.
+    pub name: [u8; 16],
+    /// AES-128 key.
+    pub aes: [u8; 16],
+    /// HMAC-SHA256 key.
+    pub hmac: [u8; 32],
+    /// `None`: the key encrypts new tickets now; `Some(age)`: retired `age` ago.
+    pub retired_for: Option<Duration>,
+}
+
+impl Drop for ExportedTicketKey {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.aes.zeroize();
+        self.hmac.zeroize();
+    }
+}
+
+impl std::fmt::Debug for ExportedTicketKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportedTicketKey")
+            .field("name", &hex(&self.name))
+            .field("retired_for", &self.retired_for)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TicketKeyRing {
+    /// The keys, current first, with how long ago each was retired: what a successor process
+    /// takes over in a binary upgrade (cluster-derived keys too; the successor decides).
+    pub fn export(&self) -> Vec<ExportedTicketKey> {
+        let now = Instant::now();
+        self.keys
+            .load()
+            .iter()
+            .enumerate()
+            .map(|(i, k)| ExportedTicketKey {
+                name: k.name,
+                aes: k.aes,
+                hmac: k.hmac,
+                // Derived keys carry no retirement time: the non-current ones count as just retired.
+                retired_for: (i > 0).then(|| {
+                    k.retired_at
+                        .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+                }),
+            })
+            .collect()
+    }
+
+    /// Installs the keys of the process this one takes over from (binary upgrade): each still
+    /// decrypts, and renews, the tickets it issued for the rest of its lifetime, counting from
+    /// when it was retired there; the one that was current there is retired now. None of them
+    /// encrypts: this ring's own current key does, so no key stays current longer than one
+    /// rotation however often the binary is upgraded. Keys past their lifetime and names already
+    /// in the ring are skipped; a cluster-derived ring installs nothing (every process derives the
+    /// same keys). Returns how many keys were installed.
+    pub fn import(&self, keys: &[ExportedTicketKey]) -> usize {
+        if self.is_derived() {
+            return 0;
+        }
+        let lifetime = *self.lifetime.lock();
+        let now = Instant::now();
+        let mut ring: Vec<TicketKey> = (**self.keys.load()).clone();
+        let before = ring.len();
+        for k in keys {
+            let age = k.retired_for.unwrap_or(Duration::ZERO);
+            if age >= lifetime || ring.iter().any(|r| r.name == k.name) {
+                continue;
+            }
+            ring.push(TicketKey {
+                name: k.name,
+                aes: k.aes,
+                hmac: k.hmac,
+                retired_at: Some(now.checked_sub(age).unwrap_or(now)),
+            });
+        }
+        let installed = ring.len() - before;
+        self.keys.store(Arc::new(ring));
+        installed
+    }
+}
+
 impl TicketKey {
     fn material(&self) -> TicketKeyMaterial {
         TicketKeyMaterial {
@@ -365,6 +450,45 @@ mod tests {
     }
 
     #[test]
+    fn exported_keys_keep_decrypting_in_the_next_process_without_encrypting() {
+        let old = TicketKeyRing::new(Duration::from_secs(100));
+        let t0 = Instant::now();
+        old.rotate_at(t0 - Duration::from_secs(30));
+        old.rotate_at(t0 - Duration::from_secs(10));
+        let exported = old.export();
+        assert_eq!(exported.len(), 3);
+        assert!(exported[0].retired_for.is_none(), "current first");
+        let ages: Vec<u64> = exported[1..].iter().map(|k| k.retired_for.unwrap().as_secs()).collect();
+        assert!(
+            ages[0] >= 10 && ages[0] < 12 && ages[1] >= 30 && ages[1] < 32,
+            "{ages:?}"
+        );
+        assert!(!format!("{exported:?}").contains("aes"), "no key material in Debug");
+
+        let new = TicketKeyRing::new(Duration::from_secs(100));
+        let own = new.key_names()[0];
+        assert_eq!(new.import(&exported), 3);
+        let names = new.key_names();
+        assert_eq!(names[0], own, "the new process encrypts under its own key");
+        assert_eq!(&names[1..], &old.key_names()[..]);
+        assert_eq!(new.import(&exported), 0, "names already held are skipped");
+        // The old process's ages carry over: the key retired 30 s before goes first.
+        new.rotate_at(Instant::now() + Duration::from_secs(75));
+        assert!(!new.key_names().contains(&old.key_names()[2]));
+        assert!(new.key_names().contains(&old.key_names()[0]));
+
+        let short = TicketKeyRing::new(Duration::from_secs(20));
+        assert_eq!(
+            short.import(&exported),
+            2,
+            "a key retired 30 s ago is past a 20 s lifetime"
+        );
+        let derived = TicketKeyRing::new(Duration::from_secs(100));
+        derived.use_cluster_secrets(vec![secret(9)], Duration::from_secs(50));
+        assert_eq!(derived.import(&exported), 0, "derived keys come from the secret");
+    }
+
+    #[test]
     fn keys_are_distinct() {
         let a = TicketKey::generate();
         let b = TicketKey::generate();
@@ -385,6 +509,30 @@ mod resumption_tests {
         let hs = Handshake::resuming(server, client, session, |s| handshake_info::attach(s));
         let resumption = HandshakeInfo::read(established(&hs.server)).resumption;
         (resumption, established(&hs.client).session().unwrap().to_owned())
+    }
+
+    #[test]
+    fn tickets_of_the_previous_process_resume_after_an_import() {
+        let client = client_ctx(|b| b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap());
+        let server = |ring: &Arc<TicketKeyRing>| {
+            server_ctx(|b| {
+                b.set_max_proto_version(Some(SslVersion::TLS1_2)).unwrap();
+                crate::ffi::install_ticket_keys(b, ring.clone());
+            })
+        };
+        let old = Arc::new(TicketKeyRing::new(Duration::from_secs(60)));
+        let (_, session) = connect(&server(&old), &client, None);
+        let new = Arc::new(TicketKeyRing::new(Duration::from_secs(60)));
+        let (before, _) = connect(&server(&new), &client, Some(&session));
+        assert_eq!(before, Resumption::Full, "another process's ticket is unknown");
+        new.import(&old.export());
+        let (after, _) = connect(&server(&new), &client, Some(&session));
+        assert_eq!(after, Resumption::Ticket);
+        assert_eq!(
+            new.stats.decrypted_renew.load(Ordering::Relaxed),
+            1,
+            "renewed under the new key"
+        );
     }
 
     #[test]

@@ -59,6 +59,11 @@ pub fn prepare(state_dir: &Path, ports: DemoPorts) -> anyhow::Result<PathBuf> {
 [admin]
 listen = "127.0.0.1:{admin}"
 
+# `tlsgate serve --demo --upgrade` (or kill -USR2) takes over from a running demo: a binary
+# upgrade without refusing a connection (docs/OPERATIONS.md, "Upgrading the binary").
+[server]
+upgrade_socket = "upgrade.sock"
+
 [[listener]]
 listen = "127.0.0.1:{https}"
 

@@ -12,6 +12,7 @@ mod cluster_setup;
 mod console_cmd;
 mod ctl_cmd;
 mod demo;
+mod generate_cmd;
 mod import_cmd;
 mod keyserver_cmd;
 mod lab_cmd;
@@ -95,6 +96,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `tlsgate generate`: packaging helpers, parsed apart so that they stay out of --help, the man
+    // pages and the completions they write (generate_cmd.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "generate") {
+        return generate_cmd::main(<Cli as clap::CommandFactory>::command());
+    }
     let cli = Cli::parse();
     tlsgate_keyless::remote::install();
     let result = match cli.command {

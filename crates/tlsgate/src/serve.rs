@@ -1,20 +1,28 @@
 //! `tlsgate serve`: load the configuration, bind every listener once per worker (SO_REUSEPORT),
 //! run one single-threaded event loop per worker, and a control loop on the main thread for the
-//! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain), ticket-key rotation and OCSP
-//! staple refreshing.
+//! admin listener, signals (SIGHUP reload, SIGTERM/SIGINT drain, SIGUSR2 binary upgrade),
+//! ticket-key rotation and OCSP staple refreshing. With `--upgrade` it takes over the listening
+//! sockets and session state of the gateway running with the same upgrade socket (`upgrade`).
 
 mod admin_api;
+mod channel;
 mod control_plane;
+mod handover;
 mod install_error;
 mod notify;
 mod overlay;
 mod restart_only;
+mod successor;
+mod takeover;
+mod upgrade;
+mod upgrade_socket;
 
 use crate::demo::{self, DemoPorts};
 use anyhow::Context;
 use install_error::InstallError;
 use std::future::Future;
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,7 +32,9 @@ use tlsgate_config::{Config, ListenerConfig};
 use tlsgate_error::Classify;
 use tlsgate_proxy::downstream::listener;
 use tlsgate_proxy::Gateway;
+use tlsgate_wire::handoff::SocketKind;
 use tokio::signal::unix::{signal, SignalKind};
+use upgrade::{Flow, Upgrades};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -46,6 +56,12 @@ pub struct ServeArgs {
     /// Demo admin (metrics) port.
     #[arg(long, default_value_t = 9090)]
     admin_port: u16,
+    /// Binary upgrade: take over from the gateway running with the same `[server]
+    /// upgrade_socket` (its listening sockets, ticket keys and sessions), start, then let it
+    /// drain and exit; no connection is refused. When this process cannot start, it exits
+    /// non-zero and the running gateway keeps serving.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -60,17 +76,100 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         (args.config.expect("clap enforces --config without --demo"), None)
     };
-    let loaded = tlsgate_config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let loaded = match tlsgate_config::load(&path) {
+        Ok(loaded) => loaded,
+        // Refused before it could even read its upgrade socket from a valid file: the running
+        // gateway is still told why, when the file names one.
+        Err(e) if args.upgrade => return Err(upgrade::refuse_unloadable(&path, anyhow::anyhow!("{e}"))),
+        Err(e) => return Err(anyhow::anyhow!("{e}")),
+    };
     crate::logging::init_serve(&loaded.config.log).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     for issue in tlsgate_config::validate::validate(&loaded.config) {
         tracing::warn!("{}: {issue}", path.display());
     }
     let config = loaded.config;
+    let mut takeover = match args.upgrade {
+        true => Some(upgrade::connect(&config, &path).context("cannot upgrade")?),
+        false => None,
+    };
+    let started = match start(config, &path, takeover.as_mut()) {
+        Ok(started) => started,
+        Err(e) => {
+            let Some(takeover) = takeover else { return Err(e) };
+            let old = takeover.old_pid();
+            tracing::error!("upgrade failed, process {old} keeps serving: {e:#}");
+            takeover.fail(&format!("{e:#}"));
+            return Err(e.context(format!("upgrade failed, process {old} keeps serving")));
+        }
+    };
+    let Started {
+        gateway,
+        metrics,
+        control,
+        cluster,
+        admin,
+        threads,
+        mut upgrades,
+        config,
+    } = started;
+    if let Some(t) = takeover {
+        upgrades.taking_over(t);
+    }
+    tracing::info!(
+        workers = threads.len(),
+        listeners = ?config.listeners.iter().map(|l| l.listen.to_string()).collect::<Vec<_>>(),
+        admin = ?config.admin.listen,
+        "tlsgate serving (generation 1)"
+    );
+    if let Some(banner) = banner {
+        println!("{banner}");
+    }
+
+    let flow = control.block_on(control_loop(
+        gateway.clone(),
+        metrics,
+        path,
+        admin,
+        cluster,
+        config,
+        upgrades,
+    ));
+    for t in threads {
+        let _ = t.join();
+    }
+    tracing::info!("tlsgate stopped");
+    crate::access_log::flush(Duration::from_secs(2));
+    Ok(match flow {
+        Flow::Failed => ExitCode::FAILURE,
+        Flow::Continue | Flow::Stop | Flow::HandedOver => ExitCode::SUCCESS,
+    })
+}
+
+/// A gateway built, listening and with its workers started.
+struct Started {
+    gateway: Arc<Gateway>,
+    metrics: Arc<Metrics>,
+    control: tokio::runtime::Runtime,
+    cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
+    admin: Option<(std::net::TcpListener, tlsgate_admin::Guard)>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    upgrades: Upgrades,
+    config: Config,
+}
+
+/// Builds the gateway and starts its workers; a successor (`takeover`) receives the old
+/// process's sockets and session state once built, and listens with them.
+fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>) -> anyhow::Result<Started> {
     let mut metrics = Metrics::new();
     tlsgate_keyless::client_metrics::register(metrics.registry_mut());
+    tlsgate_tls::access_rules::register(metrics.registry_mut());
     let metrics = Arc::new(metrics);
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut inherited = match takeover {
+        Some(t) => Some(t.receive(&gateway)?),
+        None => None,
+    };
 
     let workers = match config.server.workers {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -80,21 +179,35 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // a clear startup error (exit status 1) with no side effects, not a worker's log line. Each
     // address is taken exclusively: another process already listening there (a second
     // `tlsgate serve` with the same configuration included) is refused, not joined
-    // (`listener::bind_workers`).
+    // (`listener::bind_workers`). A successor listens with the sockets it took over.
     let mut per_worker: Vec<Vec<(std::net::TcpListener, ListenerConfig)>> = (0..workers).map(|_| Vec::new()).collect();
     for l in &config.listeners {
-        let group = listener::bind_workers(l, workers)?;
-        for (sockets, socket) in per_worker.iter_mut().zip(group) {
-            sockets.push((socket, l.clone()));
+        let taken = inherited
+            .as_mut()
+            .map(|i| i.take_listeners(l.listen))
+            .unwrap_or_default();
+        let groups = if taken.is_empty() {
+            listener::bind_workers(l, workers)?
+                .into_iter()
+                .map(|s| vec![s])
+                .collect()
+        } else {
+            listener::adopt_workers(l, taken, workers)?
+        };
+        for (sockets, group) in per_worker.iter_mut().zip(groups) {
+            sockets.extend(group.into_iter().map(|s| (s, l.clone())));
         }
     }
     listener::warn_if_tfo_disabled(&config.listeners);
     let admin = match config.admin.listen {
         Some(addr) => {
-            // std's bind sets SO_REUSEADDR and never SO_REUSEPORT: exclusive already.
-            let l = std::net::TcpListener::bind(addr)
-                .map_err(|e| listener::ListenError::new(addr, e))
-                .context("admin.listen")?;
+            let l = match inherited.as_mut().and_then(|i| i.take_admin(addr)) {
+                Some(l) => l,
+                // std's bind sets SO_REUSEADDR and never SO_REUSEPORT: exclusive already.
+                None => std::net::TcpListener::bind(addr)
+                    .map_err(|e| listener::ListenError::new(addr, e))
+                    .context("admin.listen")?,
+            };
             l.set_nonblocking(true)?;
             let guard = tlsgate_admin::Guard::new(l.local_addr()?, &config.admin.allowed_hosts)
                 .map_err(|e| anyhow::anyhow!("{}: admin.allowed_hosts: {e}", path.display()))?;
@@ -102,6 +215,25 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let upgrade_listener = match &config.server.upgrade_socket {
+        Some(socket) => match inherited.as_mut().and_then(|i| i.take_upgrade(socket)) {
+            Some(l) => Some(l),
+            None => Some(upgrade_socket::bind(socket).context("server.upgrade_socket")?),
+        },
+        None => None,
+    };
+    let stale_upgrade_socket = inherited.and_then(|i| i.close_rest());
+    // What a successor will take over: a duplicate of every listening socket.
+    let mut handed = Vec::new();
+    if upgrade_listener.is_some() {
+        for (socket, _) in per_worker.iter().flatten() {
+            handed.push((SocketKind::Listener, OwnedFd::from(socket.try_clone()?)));
+        }
+        if let Some((l, _)) = &admin {
+            handed.push((SocketKind::Admin, OwnedFd::from(l.try_clone()?)));
+        }
+    }
+    let upgrades = Upgrades::new(&gateway, &config, handed, upgrade_listener, stale_upgrade_socket)?;
 
     // The control loop's runtime owns the cluster store's background tasks (writes, probe).
     let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -123,23 +255,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .context("cannot start a worker thread")?;
         threads.push(handle);
     }
-    tracing::info!(
-        workers,
-        listeners = ?config.listeners.iter().map(|l| l.listen.to_string()).collect::<Vec<_>>(),
-        admin = ?config.admin.listen,
-        "tlsgate serving (generation 1)"
-    );
-    if let Some(banner) = banner {
-        println!("{banner}");
-    }
-
-    control.block_on(control_loop(gateway.clone(), metrics, path, admin, cluster, config));
-    for t in threads {
-        let _ = t.join();
-    }
-    tracing::info!("tlsgate stopped");
-    crate::access_log::flush(Duration::from_secs(2));
-    Ok(ExitCode::SUCCESS)
+    Ok(Started {
+        gateway,
+        metrics,
+        control,
+        cluster,
+        admin,
+        threads,
+        upgrades,
+        config,
+    })
 }
 
 /// One worker: its own event loop and sockets; returns once drained after shutdown.
@@ -286,6 +411,7 @@ impl AdminHooks for Hooks {
         tlsgate_proxy::upstream::health::export_metrics(gw);
         m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
         m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
+        m.set_gauge("handshake_budget_evictions_total", gw.handshake_budget.evictions());
     }
 
     fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, ReloadError>> + Send>> {
@@ -308,7 +434,8 @@ async fn control_loop(
     admin: Option<(std::net::TcpListener, tlsgate_admin::Guard)>,
     cluster: Option<Arc<tlsgate_cluster::ClusterStore>>,
     started: Config,
-) {
+    mut upgrades: Upgrades,
+) -> Flow {
     let control = Arc::new(Control {
         gateway: gateway.clone(),
         cluster,
@@ -317,55 +444,77 @@ async fn control_loop(
         reload_lock: Default::default(),
         started,
     });
+    let mut admin_task = None;
     if let Some((l, guard)) = admin {
         match tokio::net::TcpListener::from_std(l) {
             Ok(l) => {
-                tokio::spawn(tlsgate_admin::serve_admin(
+                admin_task = Some(tokio::spawn(tlsgate_admin::serve_admin(
                     l,
                     metrics.clone(),
                     Arc::new(Hooks(control.clone())),
                     guard,
-                ));
+                )));
             }
             Err(e) => tracing::error!(error = %e, "cannot start the admin listener"),
         }
     }
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
     tokio::spawn(tlsgate_proxy::downstream::stapling::run(gateway.clone()));
-    let (mut hup, mut term, mut int, mut usr1) = match (
+    let (mut hup, mut term, mut int, mut usr1, mut usr2) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::user_defined1()),
+        signal(SignalKind::user_defined2()),
     ) {
-        (Ok(h), Ok(t), Ok(i), Ok(u)) => (h, t, i, u),
+        (Ok(h), Ok(t), Ok(i), Ok(u1), Ok(u2)) => (h, t, i, u1, u2),
         _ => {
             tracing::error!("cannot install signal handlers");
-            return;
+            return Flow::Failed;
         }
     };
-    tokio::spawn(notify::ready(control.started.listeners.len(), gateway.current().id));
-    loop {
+    upgrades.begin(control.started.listeners.len(), gateway.current().id);
+    let flow = loop {
         tokio::select! {
             _ = hup.recv() => {
                 tracing::info!("SIGHUP: reloading configuration");
-                notify::reloading();
+                let main = upgrades.is_main();
+                if main {
+                    notify::reloading();
+                }
                 let result = control.reload().await;
-                notify::reloaded(&result, gateway.current().id);
+                if main {
+                    notify::reloaded(&result, gateway.current().id);
+                }
             }
             _ = usr1.recv() => {
                 let _ = crate::access_log::reopen_logged("SIGUSR1").await;
             }
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            _ = usr2.recv() => upgrades.on_usr2(&control.path),
+            event = upgrades.next_event() => match upgrades.on_event(event) {
+                Flow::Continue => {}
+                stop => break stop,
+            },
+            _ = term.recv() => break Flow::Stop,
+            _ = int.recv() => break Flow::Stop,
         }
-    }
+    };
+    let main = upgrades.is_main();
+    upgrades.finish(&flow);
     let drain = gateway.current().config.server.drain_timeout.get();
     tracing::info!(
         open = gateway.open_connections(),
         "shutting down: draining connections for up to {drain:?}"
     );
-    notify::stopping(drain);
+    if main {
+        notify::stopping(drain);
+    }
+    if flow == Flow::HandedOver {
+        // The successor serves the admin address from the same socket now.
+        if let Some(task) = admin_task.take() {
+            task.abort();
+        }
+    }
     gateway.begin_shutdown();
     let deadline = Instant::now() + drain;
     while gateway.open_connections() > 0 && Instant::now() < deadline {
@@ -377,6 +526,7 @@ async fn control_loop(
             "drain deadline reached; closing the remaining connections"
         );
     }
+    flow
 }
 
 /// Rotates ticket keys every `tls.tickets.rotation` (re-read after each rotation, so reloads

@@ -13,14 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_testkit::RawOrigin;
-use websocket_env::h2_connect;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use websocket_env::{h2_connect, runtime};
 
 #[test]
 fn request_trailers_from_an_http2_client_reach_an_http1_origin() {

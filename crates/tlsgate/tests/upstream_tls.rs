@@ -12,7 +12,8 @@
 //!   the first (nginx's `$ssl_session_reused`, and `resumed="true"` in the metric);
 //! - `protocol = "http2"` speaks h2 (ALPN over TLS, prior knowledge over plaintext) with the
 //!   client's host as `:authority`, `"auto"` follows ALPN, the default stays HTTP/1.1;
-//! - HTTP/1.1 and HTTP/2 clients both get through an h2 origin, a 100 KiB POST body echoed intact.
+//! - HTTP/1.1 and HTTP/2 clients both get through an h2 origin, a 100 KiB POST body echoed intact;
+//! - a burst of first requests to an h2 origin opens one shared connection, not one per request.
 
 mod common;
 mod keyless_env;
@@ -517,4 +518,28 @@ fn http1_and_http2_clients_get_through_an_http2_origin_with_bodies() {
     assert_eq!(metric(&f, ERRORS, &[]), 0.0, "{}", f.gw.metrics());
     let posts = nginx.access_log().lines().filter(|l| l.contains("\"POST ")).count();
     assert_eq!(posts, 4, "{}", nginx.access_log());
+}
+
+#[test]
+fn a_burst_of_first_requests_opens_one_http2_connection() {
+    let (nginx, f, _origin) = h2_bed();
+    // 16 requests at once over one HTTP/2 connection to the gateway, before any origin
+    // connection exists: they all wait for the one being opened.
+    let ca = f.pki.ca_file();
+    let mut args = vec!["-sS", "--max-time", "10", "--cacert", ca.to_str().unwrap()];
+    args.extend(["--http2", "--parallel", "--parallel-max", "16", "-w", "%{http_code}\n"]);
+    let urls: Vec<String> = (0..16).map(|i| f.url(&format!("/h2/get?{i}"))).collect();
+    for url in &urls {
+        args.extend(["-o", "/dev/null", url.as_str()]);
+    }
+    let out = tlsgate_testkit::run("curl", &args, b"", Duration::ZERO, Duration::from_secs(15));
+    assert_eq!(out.stdout.matches("200").count(), 16, "{}", out.all());
+    let gets = nginx.access_log().lines().filter(|l| l.contains("/h2/get?")).count();
+    assert_eq!(gets, 16, "{}", nginx.access_log());
+    assert_eq!(
+        metric(&f, HANDSHAKES, &["upstream=\"h2\""]),
+        1.0,
+        "one TLS connection to the origin:\n{}",
+        f.gw.metrics()
+    );
 }

@@ -88,13 +88,6 @@ fn quick_echo(f: &common::Fixture) {
     assert_text(&e[2], "again", &e);
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn http1_websocket_carries_messages_exactly_and_closes_from_either_side() {
     let origin = WsOrigin::start();

@@ -16,6 +16,8 @@ pub struct LogConfig {
     /// Write access-log lines to this file (appended; reopened on SIGUSR1 or
     /// `tlsgate reopen-logs`, for logrotate) instead of stderr with the other logs.
     pub access_log_file: Option<PathBuf>,
+    /// Add the connection's JA4 TLS fingerprint to access-log lines (field `ja4`).
+    pub access_log_ja4: bool,
 }
 
 impl Default for LogConfig {
@@ -25,6 +27,7 @@ impl Default for LogConfig {
             level: "info".into(),
             access_log: true,
             access_log_file: None,
+            access_log_ja4: false,
         }
     }
 }

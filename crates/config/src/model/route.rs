@@ -30,6 +30,10 @@ pub struct RouteConfig {
     /// Headers set / removed on responses (the origin's and the gateway's own) of this route.
     #[serde(default)]
     pub response_headers: HeaderEdits,
+    /// Only connections whose JA4 TLS fingerprint is one of these; empty = any client. At equal
+    /// host and prefix, a route with `match_ja4` is tried before one without.
+    #[serde(default)]
+    pub match_ja4: Vec<String>,
 }
 
 fn default_prefix() -> String {

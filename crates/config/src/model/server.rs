@@ -42,6 +42,17 @@ pub struct ServerConfig {
     /// Networks (CIDR) of proxies in front of the gateway whose `X-Forwarded-For`, `-Proto`,
     /// `-Host` and `Forwarded` headers are kept and extended; from anyone else they are replaced.
     pub trusted_proxies: Vec<Cidr>,
+    /// Request header that carries the connection's JA4 TLS fingerprint to origins (e.g.
+    /// `X-JA4`); whatever a client sends under this name is always removed. None = not sent.
+    pub ja4_header: Option<String>,
+    /// Full TLS handshakes (the ones that cost a signature) per client source and second
+    /// (`[server.handshake_budget]`); absent = no budget.
+    pub handshake_budget: Option<crate::model::HandshakeBudgetConfig>,
+    /// Unix socket (a path, relative to the configuration file's directory) on which the
+    /// running gateway hands its listening sockets, ticket keys and session cache to a successor
+    /// (`tlsgate serve --upgrade`, or SIGUSR2) for a binary upgrade without refusing a
+    /// connection; absent = upgrades off.
+    pub upgrade_socket: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +70,9 @@ impl Default for ServerConfig {
             max_upstream_requests_per_connection: 32,
             max_request_header_bytes: 32 * 1024,
             trusted_proxies: Vec::new(),
+            ja4_header: None,
+            handshake_budget: None,
+            upgrade_socket: None,
         }
     }
 }

@@ -69,6 +69,9 @@ pub struct UpstreamConfig {
     /// Longest wait in a server's queue for a connection; then 503.
     #[serde(default = "default_queue_timeout")]
     pub queue_timeout: Duration,
+    /// Pass the servers' 103 Early Hints on to HTTP/1.1 clients (RFC 8297); false drops them.
+    #[serde(default = "default_true")]
+    pub forward_early_hints: bool,
 }
 
 fn default_max_queue() -> usize {

@@ -38,6 +38,9 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
             ));
         }
     }
+    if let Some(path) = &s.upgrade_socket {
+        check_upgrade_socket(path, issues);
+    }
     if let Some(addr) = config.admin.listen {
         if !addr.ip().is_loopback() && !config.admin.allow_non_loopback {
             issues.push(Issue::error(
@@ -45,6 +48,35 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
                 format!("{addr} is not a loopback address; the admin listener has no authentication, set admin.allow_non_loopback = true to bind it anyway"),
             ));
         }
+    }
+}
+
+/// `server.upgrade_socket`: a path that fits a Unix socket address (`sun_path`, 108 bytes with
+/// its terminating NUL) and names a file, not a directory.
+fn check_upgrade_socket(path: &std::path::Path, issues: &mut Vec<Issue>) {
+    const FIELD: &str = "server.upgrade_socket";
+    let len = path.as_os_str().len();
+    if len == 0 {
+        issues.push(Issue::error(
+            FIELD,
+            "must not be empty (leave it out to turn upgrades off)",
+        ));
+    } else if len > 107 {
+        issues.push(Issue::error(
+            FIELD,
+            format!(
+                "{} is {len} bytes long; a Unix socket path holds at most 107",
+                path.display()
+            ),
+        ));
+    } else if path.file_name().is_none() || path.as_os_str().to_string_lossy().ends_with('/') {
+        issues.push(Issue::error(
+            FIELD,
+            format!(
+                "{} names a directory; name the socket file in it (e.g. upgrade.sock)",
+                path.display()
+            ),
+        ));
     }
 }
 
@@ -248,6 +280,33 @@ mod tests {
         assert!(crate::parse(&bad).is_err(), "host bits set below the prefix");
         let defaults = parse(MINIMAL);
         assert!(!defaults.listeners[0].proxy_protocol && defaults.listeners[0].proxy_protocol_from.is_empty());
+    }
+
+    #[test]
+    fn the_upgrade_socket_must_fit_a_unix_address() {
+        let mut c = parse(MINIMAL);
+        assert!(c.server.upgrade_socket.is_none(), "off by default");
+        let named = |c: &crate::model::Config| {
+            errors(c)
+                .into_iter()
+                .filter(|e| e.contains("server.upgrade_socket"))
+                .count()
+        };
+        c.server.upgrade_socket = Some("/run/tlsgate/upgrade.sock".into());
+        assert_eq!(named(&c), 0);
+        for bad in ["", "/run/tlsgate/", "/run/tlsgate/.."] {
+            c.server.upgrade_socket = Some(bad.into());
+            assert_eq!(named(&c), 1, "{bad:?}");
+        }
+        c.server.upgrade_socket = Some(format!("/{}", "x".repeat(107)).into());
+        assert!(errors(&c)
+            .iter()
+            .any(|e| e.contains("server.upgrade_socket") && e.contains("108 bytes")));
+        let parsed = parse(&format!("[server]\nupgrade_socket = \"up.sock\"\n{MINIMAL}"));
+        assert_eq!(
+            parsed.server.upgrade_socket.as_deref(),
+            Some(std::path::Path::new("up.sock"))
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::downstream::io::{Activity, MeteredStream};
 use crate::downstream::records::{RecordPolicy, RecordSizer};
 use crate::downstream::{handshake, http1, http2};
 use crate::gateway::{ConnGuard, Gateway};
+use crate::interim::InterimQueue;
 use crate::request::service::handle;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,7 +36,10 @@ pub async fn serve_tls(
     let generation = gateway.current();
     let activity = Activity::new();
     let stream = MeteredStream::new(tcp, activity.clone(), gateway.metrics.clone());
-    let Some(done) = handshake::accept(&gateway, &generation, stream, &activity, peer, tfo).await else {
+    // The handshake's state and each protocol's are boxed: the task's own allocation, which
+    // lives as long as the connection, then holds only what they share (an HTTP/1.1 connection
+    // does not carry room for HTTP/2's state, nor either for the handshake's).
+    let Some(done) = Box::pin(handshake::accept(&gateway, &generation, stream, &activity, peer, tfo)).await else {
         return;
     };
     let site = &generation.sites[done.site_idx];
@@ -46,6 +50,11 @@ pub async fn serve_tls(
         site.label,
     );
     let early = tls.watch_early_data();
+    let interim = (!done.h2).then(|| {
+        let queue = InterimQueue::new(activity.clone());
+        tls.set_interim(queue.clone());
+        queue
+    });
     let ctx = Arc::new(ConnContext {
         gateway: gateway.clone(),
         accepted_with: generation.clone(),
@@ -62,12 +71,15 @@ pub async fn serve_tls(
             generation.config.server.max_upstream_requests_per_connection,
         )),
         tunnels: Default::default(),
+        interim,
+        ok_requests: Default::default(),
+        forward_cache: Default::default(),
     });
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
         let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
-        http2::serve(
+        Box::pin(http2::serve(
             tls,
             service,
             server,
@@ -75,13 +87,31 @@ pub async fn serve_tls(
             activity,
             &gateway.metrics,
             shutdown,
-        )
+        ))
         .await;
     } else {
         // Boxed: hyper's manual upgrade (`poll_without_shutdown`) wants an `Unpin` future.
+        // A request that starts while the gateway drains is answered with `Connection: close`:
+        // a keep-alive client that sent it learns that the connection ends, instead of finding
+        // its next request refused (`drive::DRAIN_GRACE`).
         let tunnels = ctx.clone();
-        let service = hyper::service::service_fn(move |req| Box::pin(handle(ctx.clone(), req)));
-        http1::serve(
+        let service = hyper::service::service_fn(move |req| {
+            let close = ctx.gateway.draining();
+            let response = handle(ctx.clone(), req);
+            Box::pin(async move {
+                let mut response = response.await;
+                if close {
+                    if let Ok(r) = &mut response {
+                        if r.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+                            r.headers_mut()
+                                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                        }
+                    }
+                }
+                response
+            })
+        });
+        Box::pin(http1::serve(
             tls,
             service,
             server,
@@ -89,7 +119,7 @@ pub async fn serve_tls(
             &gateway.metrics,
             shutdown,
             &tunnels.tunnels,
-        )
+        ))
         .await;
     }
 }

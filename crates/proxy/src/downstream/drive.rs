@@ -41,6 +41,14 @@ where
     }
 }
 
+/// How long a connection goes on being served once the gateway drains, before it is asked to
+/// finish. A keep-alive HTTP/1.1 client sends its next request as soon as a response arrives;
+/// closing its idle connection at once (hyper's graceful shutdown of an idle connection) would
+/// fail a request already on its way. Requests that start while draining are answered with
+/// `Connection: close` instead (`conn`), so a busy connection ends after its next response and
+/// only one that stays idle this long is closed. HTTP/2 connections get their GOAWAY after it.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
 /// The timeouts a connection's watchdog enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -130,9 +138,8 @@ where
 {
     tokio::pin!(conn);
     let mut draining = *shutdown.borrow();
-    if draining {
-        conn.as_mut().graceful();
-    }
+    // Armed when the drain begins (allocated only then): `DRAIN_GRACE`, then graceful.
+    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = draining.then(|| Box::pin(tokio::time::sleep(DRAIN_GRACE)));
     // One timer per connection, re-armed only when it fires.
     let watchdog = async {
         let mut seen = Seen::default();
@@ -166,8 +173,12 @@ where
             changed = shutdown.changed(), if !draining => {
                 if changed.is_err() || *shutdown.borrow() {
                     draining = true;
-                    conn.as_mut().graceful();
+                    grace = Some(Box::pin(tokio::time::sleep(DRAIN_GRACE)));
                 }
+            }
+            () = async { if let Some(g) = grace.as_mut() { g.await } }, if grace.is_some() => {
+                grace = None;
+                conn.as_mut().graceful();
             }
         }
     }

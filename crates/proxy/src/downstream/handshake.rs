@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels, TfoLabels};
+use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels, RefusedLabels, TfoLabels};
 use tlsgate_tls::{HandshakeFailure, HandshakeInfo, Resumption};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -58,13 +58,17 @@ pub async fn accept(
     let started = Instant::now();
     let server = &generation.config.server;
     let metrics = &gateway.metrics;
-    let ssl = match generation.tls.new_ssl() {
+    let mut ssl = match generation.tls.new_ssl() {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "cannot create a TLS connection object");
             return None;
         }
     };
+    // The client (a PROXY header's, when the listener reads one) under its source's budget.
+    gateway.handshake_budget.attach(&mut ssl, peer.ip());
+    // The access rules by JA4 try their source networks at the ClientHello (nothing otherwise).
+    generation.tls.fingerprints().prepare(&mut ssl, peer.ip());
     let fail = |failure: HandshakeFailure| {
         metrics
             .handshake_failures
@@ -87,6 +91,13 @@ pub async fn accept(
         Ok(Err(e)) => {
             let failure = HandshakeFailure::of(&e);
             fail(failure);
+            if let Some(r) = e.ssl().and_then(tlsgate_tls::handshake_budget::refusal) {
+                let labels = RefusedLabels {
+                    reason: r.reason(),
+                    stage: r.stage(),
+                };
+                metrics.handshakes_refused.get_or_create(&labels).inc();
+            }
             tracing::debug!(%peer, reason = failure.label(), error = %e, "TLS handshake failed");
             if failure == HandshakeFailure::PlaintextHttp {
                 if let Some(mut raw) = e.into_source_stream() {
@@ -146,6 +157,7 @@ pub async fn accept(
         resumption: info.resumption.as_str(),
         handshake_ms: millis(handshake_time),
         client_subject: client_identity.as_ref().map(|id| id.subject.clone()),
+        ja4: tlsgate_tls::fingerprint::ja4_text(tls.ssl()),
     };
     let h2 = info.alpn.as_deref() == Some(b"h2");
     // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and

@@ -3,13 +3,20 @@
 //! upgrades taken over by hand: when a request handler left a tunnel in the connection's
 //! [`TunnelSlot`] (the origin answered `101`), hyper stops after sending the `101` and this
 //! task copies between the client and the origin (`upstream::tunnel`).
+//!
+//! A keep-alive connection that waits for its next request longer than
+//! [`park::RELEASE_AFTER`] gives hyper's connection back (its buffers, dispatcher and timer)
+//! and waits for the socket to become readable with nothing allocated; the next request gets a
+//! new hyper connection with the same service ([`park`]).
 
 use crate::downstream::drive::{drive, Graceful, Timeouts};
 use crate::downstream::io::{Activity, MeteredStream};
+use crate::downstream::park::{self, HeadTimer, ParkIo, ParkState, ParkedWait};
 use crate::downstream::records::RecordSizer;
 use crate::upstream::tunnel::TunnelSlot;
+use bytes::Bytes;
 use hyper::server::conn::http1::Connection;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -37,57 +44,133 @@ pub async fn serve<S>(
     S::ResBody: 'static,
     <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let park = ParkState::new();
     let mut b = hyper::server::conn::http1::Builder::new();
-    b.timer(TokioTimer::new())
+    b.timer(HeadTimer::new(park.clone(), park::RELEASE_AFTER))
         .keep_alive(true)
         .header_read_timeout(server.client_header_timeout.get())
         .max_buf_size(server.max_request_header_bytes.max(8192));
-    let mut conn = Manual {
-        conn: Some(b.serve_connection(TokioIo::new(&mut tls), service)),
-        done: false,
+    let timeouts = Timeouts {
+        idle: server.client_idle_timeout.get(),
+        header: None,
+        send: server.client_send_timeout.get(),
     };
-    let failed = drive(
-        &mut conn,
-        activity,
-        Timeouts {
-            idle: server.client_idle_timeout.get(),
-            header: None,
-            send: server.client_send_timeout.get(),
-        },
-        metrics,
-        shutdown,
-    )
-    .await;
-    let finished = conn.done && !failed;
-    let read_ahead = conn.conn.take().map(|c| c.into_parts().read_buf);
-    if failed {
-        linger(tls.raw_mut()).await;
-        return;
-    }
-    if !finished {
-        return;
-    }
-    match tunnels.take() {
-        Some(tunnel) => {
-            if let Err(e) = tunnel.run(&mut tls, read_ahead.unwrap_or_default()).await {
-                tracing::debug!(error = %e, "tunnel ended with an error");
+    let mut service = service;
+    let mut rewind = Bytes::new();
+    loop {
+        let (failed, done, parts) = {
+            let io = ParkIo::new(&mut tls, park.clone(), std::mem::take(&mut rewind));
+            // Boxed: the connection's task then holds hyper's state only while hyper runs.
+            let mut conn = Manual {
+                conn: Some(Box::new(b.serve_connection(TokioIo::new(io), service))),
+                done: false,
+                park: &park,
+            };
+            let failed = drive(&mut conn, activity.clone(), timeouts, metrics, shutdown.clone()).await;
+            (failed, conn.done, conn.conn.take().map(|c| c.into_parts()))
+        };
+        if park.take_parked() {
+            let Some(hyper::server::conn::http1::Parts {
+                io,
+                read_buf,
+                service: s,
+                ..
+            }) = parts
+            else {
+                return;
+            };
+            drop(io);
+            // hyper waited for a request head: keep what it had of one (copied: the buffer
+            // itself is hyper's 8 KiB), drop the rest before waiting.
+            if !read_buf.is_empty() {
+                rewind = Bytes::copy_from_slice(&read_buf);
+            }
+            drop(read_buf);
+            service = s;
+            match wait_parked(&mut tls, &activity, timeouts, metrics, &shutdown).await {
+                Parked::Readable => continue,
+                // Drained: as hyper ends an idle connection when asked to finish.
+                Parked::Finished => {
+                    let _ = tls.shutdown().await;
+                    return;
+                }
+                Parked::Closed => return,
             }
         }
-        // What hyper does at the end of a connection it shuts down itself: close_notify.
-        None => {
-            let _ = tls.shutdown().await;
+        let finished = done && !failed;
+        let read_ahead = parts.map(|p| p.read_buf);
+        if failed {
+            linger(tls.raw_mut()).await;
+            return;
         }
+        if !finished {
+            return;
+        }
+        match tunnels.take() {
+            Some(tunnel) => {
+                // Boxed, as the rare path: the task is not sized for the copy's state.
+                if let Err(e) = Box::pin(tunnel.run(&mut tls, read_ahead.unwrap_or_default())).await {
+                    tracing::debug!(error = %e, "tunnel ended with an error");
+                }
+            }
+            // What hyper does at the end of a connection it shuts down itself: close_notify.
+            None => {
+                let _ = tls.shutdown().await;
+            }
+        }
+        return;
+    }
+}
+
+/// How a parked connection's wait ended.
+enum Parked {
+    /// Bytes (or the client's end of the stream) arrived: a new hyper connection reads them.
+    Readable,
+    /// The gateway drains.
+    Finished,
+    /// The idle timeout ran out, or the socket failed.
+    Closed,
+}
+
+/// Waits, holding no buffer, until the parked connection's socket becomes readable, under the
+/// connection's idle timeout (counted from the start of the wait for a request, which began
+/// [`park::RELEASE_AFTER`] ago) and the drain.
+async fn wait_parked(
+    tls: &mut RecordSizer,
+    activity: &Arc<Activity>,
+    timeouts: Timeouts,
+    metrics: &tlsgate_admin::Metrics,
+    shutdown: &tokio::sync::watch::Receiver<bool>,
+) -> Parked {
+    let mut wait = ParkedWait::new(tls.raw_mut().get_ref());
+    let left = Timeouts {
+        idle: timeouts.idle.saturating_sub(park::RELEASE_AFTER),
+        ..timeouts
+    };
+    let failed = drive(&mut wait, activity.clone(), left, metrics, shutdown.clone()).await;
+    if failed {
+        Parked::Closed
+    } else if wait.readable {
+        Parked::Readable
+    } else if wait.finishing {
+        Parked::Finished
+    } else {
+        Parked::Closed
     }
 }
 
 /// hyper's connection polled without its final shutdown, so that an upgrade can take the
-/// socket over ([`Connection::poll_without_shutdown`]); `done` once it finished.
-struct Manual<C> {
-    conn: Option<C>,
+/// socket over ([`Connection::poll_without_shutdown`]); `done` once it finished. A connection
+/// its stream parked ends without an error, whatever hyper made of the end of the stream (a
+/// server's hyper treats an end before a request head as the client leaving, and one within a
+/// head as an error).
+struct Manual<'a, C> {
+    conn: Option<Box<C>>,
     done: bool,
+    park: &'a ParkState,
 }
 
-impl<I, S, B> Future for Manual<Connection<I, S>>
+impl<I, S, B> Future for Manual<'_, Connection<I, S>>
 where
     S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B> + Unpin,
     S::Future: Unpin,
@@ -105,11 +188,14 @@ where
         };
         let r = std::task::ready!(conn.poll_without_shutdown(cx));
         this.done = true;
+        if this.park.parked() {
+            return Poll::Ready(Ok(()));
+        }
         Poll::Ready(r)
     }
 }
 
-impl<I, S, B> Graceful for &mut Manual<Connection<I, S>>
+impl<I, S, B> Graceful for &mut Manual<'_, Connection<I, S>>
 where
     S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B> + Unpin,
     S::Future: Unpin,
@@ -120,7 +206,7 @@ where
 {
     fn graceful(self: Pin<&mut Self>) {
         if let Some(conn) = self.get_mut().conn.as_mut() {
-            Pin::new(conn).graceful_shutdown();
+            Pin::new(&mut **conn).graceful_shutdown();
         }
     }
 }

@@ -8,6 +8,8 @@
 //! On a `proxy_protocol` listener only sources in `proxy_protocol_from` are served, and each
 //! connection's PROXY protocol header is read first (`proxy_header`): its client address is the
 //! connection's peer from then on, and the one the per-source limit counts.
+//! `[[access_rule]]`s by source network refuse a connection here, before any TLS work (tlsgate-tls
+//! `access_rules`; on a `proxy_protocol` listener, once the header has named the client).
 
 use crate::downstream::proxy_header::{self, ProxyProtocolError};
 use crate::gateway::{ConnGuard, Gateway};
@@ -136,6 +138,47 @@ pub fn bind_workers(config: &ListenerConfig, count: usize) -> Result<Vec<std::ne
     Ok(sockets)
 }
 
+/// Takes over one listener's sockets from the process being upgraded, for `count` workers:
+/// `inherited` is what that process listened with (one socket per worker it had, all in one
+/// SO_REUSEPORT group, or a single socket without the option). Every inherited socket stays
+/// open and accepted from, since closing one would reset the connections waiting in its queue:
+/// a surplus is shared out among the workers (some accept from two sockets until the next
+/// restart), and workers beyond them get new sockets that join the group. Each socket takes
+/// this configuration's backlog (listen(2) again) and TCP Fast Open queue; what cannot change
+/// on a bound socket (its address, IPV6_V6ONLY) is the old process's, which had the same address.
+pub fn adopt_workers(
+    config: &ListenerConfig,
+    inherited: Vec<std::net::TcpListener>,
+    count: usize,
+) -> Result<Vec<Vec<std::net::TcpListener>>, ListenError> {
+    let addr = config.listen;
+    let fail = |e| ListenError::new(addr, e);
+    let count = count.max(1);
+    let have = inherited.len();
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..count).map(|_| Vec::new()).collect();
+    for (i, socket) in inherited.into_iter().enumerate() {
+        let s = socket2::SockRef::from(&socket);
+        if have < count {
+            // New sockets join only a group whose members have the option (a one-worker
+            // process never set it).
+            s.set_reuse_port(true).map_err(fail)?;
+        }
+        s.listen(i32::try_from(config.backlog).unwrap_or(i32::MAX))
+            .map_err(fail)?;
+        socket.set_nonblocking(true).map_err(fail)?;
+        per_worker[i % count].push(socket);
+    }
+    for sockets in per_worker.iter_mut().skip(have) {
+        sockets.push(bind(addr, config.backlog).map_err(fail)?);
+    }
+    if config.tfo_queue() > 0 {
+        for socket in per_worker.iter().flatten() {
+            tlsgate_tls::set_tcp_fastopen(socket.as_fd(), config.tfo_queue()).map_err(fail)?;
+        }
+    }
+    Ok(per_worker)
+}
+
 /// Binds a listening socket with SO_REUSEADDR and SO_REUSEPORT.
 pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
     bind_with(addr, backlog, true)
@@ -182,13 +225,19 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
                 continue;
             }
         };
-        let (limit, per_source) = {
+        let (limit, per_source, refused) = {
             let g = gateway.current();
             (
                 g.config.server.max_connections,
                 g.config.server.max_connections_per_source,
+                // `[[access_rule]]` by source, before any work (behind a balancer: after its header).
+                !config.proxy_protocol && g.tls.fingerprints().rules().refuses_at_accept(peer.ip()),
             )
         };
+        if refused {
+            drop(tcp);
+            continue;
+        }
         if config.proxy_protocol && !config.proxy_protocol_trusts(peer.ip()) {
             let refused = ProxyProtocolError::UntrustedSource(peer.ip());
             proxy_header::refused(&gateway.metrics, peer, &refused);
@@ -264,6 +313,9 @@ async fn serve_proxied(
         return;
     };
     let client = ends.source;
+    if gateway.refuses_source(client.ip()) {
+        return;
+    }
     if !gateway.admit_source(&mut guard, per_source, client.ip()) {
         tracing::debug!(%peer, %client, per_source, "the client's source has its limit of connections; connection shed");
         return;
@@ -294,6 +346,37 @@ mod tests {
     }
 
     /// One process's workers share a port; a second group, or a plain listener, is refused.
+    /// A listener taken over from another process: every inherited socket is kept, workers
+    /// beyond them join the group, and connections queued before the takeover are accepted.
+    #[test]
+    fn inherited_sockets_are_all_kept_and_the_group_grows() {
+        let config = |listen| tlsgate_config::ListenerConfig {
+            listen,
+            kind: tlsgate_config::ListenerKind::Https,
+            backlog: 16,
+            https_port: None,
+            redirect_status: 301,
+            tcp_fastopen: Some(0),
+            proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
+        };
+        // An old process with one worker (no SO_REUSEPORT) and a connection waiting in its queue.
+        let old = super::bind_workers(&config("127.0.0.1:0".parse().unwrap()), 1).unwrap();
+        let addr = old[0].local_addr().unwrap();
+        let _waiting = std::net::TcpStream::connect(addr).unwrap();
+        let inherited = vec![old[0].try_clone().unwrap()];
+        drop(old); // the old process lets go of its own descriptor
+        let workers = super::adopt_workers(&config(addr), inherited, 3).unwrap();
+        assert_eq!(workers.iter().map(Vec::len).collect::<Vec<_>>(), [1, 1, 1]);
+        workers[0][0].set_nonblocking(false).unwrap();
+        assert!(workers[0][0].accept().is_ok(), "the queued connection survives");
+        // Five inherited sockets for two workers: all five kept, shared out.
+        let group = super::bind_workers(&config("127.0.0.1:0".parse().unwrap()), 5).unwrap();
+        let addr = group[0].local_addr().unwrap();
+        let workers = super::adopt_workers(&config(addr), group, 2).unwrap();
+        assert_eq!(workers.iter().map(Vec::len).collect::<Vec<_>>(), [3, 2]);
+    }
+
     #[test]
     fn a_worker_group_owns_its_address() {
         let config = |listen| tlsgate_config::ListenerConfig {

@@ -13,6 +13,7 @@ pub mod http1;
 pub mod http2;
 pub mod io;
 pub mod listener;
+pub mod park;
 pub mod proxy_header;
 pub mod records;
 pub mod redirect;

@@ -13,6 +13,9 @@
 //! the connection is still ramping: a connection at full size costs one clock read per write.
 
 use crate::downstream::io::MeteredStream;
+use crate::interim::InterimQueue;
+use bytes::{Buf, Bytes};
+use prometheus_client::metrics::counter::Counter;
 use std::io;
 use std::os::fd::AsFd;
 use std::pin::Pin;
@@ -78,6 +81,13 @@ pub struct RecordSizer {
     /// first read or write that finds the handshake finished.
     early: Option<Arc<AtomicBool>>,
     site: &'static str,
+    /// The write counter of the current phase (`record_writes_total{site,phase}`), looked up in
+    /// the metric family only when the phase changes.
+    writes: Option<(&'static str, Counter)>,
+    /// Interim responses to write before hyper's next bytes (HTTP/1.1 only), and the rest of one
+    /// being written.
+    interim: Option<Arc<InterimQueue>>,
+    draining: Option<Bytes>,
 }
 
 impl RecordSizer {
@@ -104,7 +114,15 @@ impl RecordSizer {
             phase: "segment",
             early: None,
             site,
+            writes: None,
+            interim: None,
+            draining: None,
         }
+    }
+
+    /// Writes what `queue` holds before anything hyper writes next ([`crate::interim`]).
+    pub fn set_interim(&mut self, queue: Arc<InterimQueue>) {
+        self.interim = Some(queue);
     }
 
     /// When the handshake returned early to serve 0-RTT data, a flag that stays true until the
@@ -186,26 +204,80 @@ impl AsyncRead for RecordSizer {
     }
 }
 
-impl AsyncWrite for RecordSizer {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
+impl RecordSizer {
+    /// Writes `buf` in records of the current size.
+    fn write_sized(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let now = Instant::now();
-        let phase = this.adjust(now, buf.len());
-        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.check_confirmed();
+        let phase = self.adjust(now, buf.len());
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.check_confirmed();
         if let Poll::Ready(Ok(n)) = &res {
-            this.sent_since_reset += n;
-            this.last_write = Some(now);
-            this.metrics
-                .record_writes
-                .get_or_create(&RecordLabels { site: this.site, phase })
-                .inc();
+            self.sent_since_reset += n;
+            self.last_write = Some(now);
+            match &self.writes {
+                Some((p, counter)) if *p == phase => {
+                    counter.inc();
+                }
+                _ => {
+                    let counter = self
+                        .metrics
+                        .record_writes
+                        .get_or_create(&RecordLabels { site: self.site, phase })
+                        .clone();
+                    counter.inc();
+                    self.writes = Some((phase, counter));
+                }
+            }
         }
         res
     }
 
+    /// Writes the queued interim responses, if any, first.
+    fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let mut out = match self.draining.take() {
+                Some(b) => b,
+                None => match self.interim.as_ref().and_then(|q| q.take()) {
+                    Some(b) => b,
+                    None => return Poll::Ready(Ok(())),
+                },
+            };
+            while !out.is_empty() {
+                match self.write_sized(cx, &out) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => out.advance(n),
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {
+                        self.draining = Some(out);
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for RecordSizer {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(q) = &this.interim {
+            q.note_write();
+            std::task::ready!(this.poll_interim(cx))?;
+        }
+        this.write_sized(cx, buf)
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        if this.interim.is_none() {
+            return Pin::new(&mut this.inner).poll_flush(cx);
+        }
+        std::task::ready!(this.poll_interim(cx))?;
+        let res = Pin::new(&mut this.inner).poll_flush(cx);
+        if let (Poll::Ready(Ok(())), Some(q)) = (&res, &this.interim) {
+            q.note_flushed();
+        }
+        res
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

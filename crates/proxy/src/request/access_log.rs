@@ -131,14 +131,19 @@ impl RequestLog {
         let ctx = &*self.ctx;
         let status = self.status.map_or(CLIENT_CLOSED_REQUEST, |s| s.as_u16());
         let metrics = &ctx.gateway.metrics;
-        metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                site: ctx.site_label,
-                status,
-                protocol: ctx.protocol,
-            })
-            .inc();
+        let labels = || RequestLabels {
+            site: ctx.site_label,
+            status,
+            protocol: ctx.protocol,
+        };
+        if status == 200 {
+            // The connection's own handle on its most common series: no label hashing per request.
+            ctx.ok_requests
+                .get_or_init(|| metrics.requests.get_or_create(&labels()).clone())
+                .inc();
+        } else {
+            metrics.requests.get_or_create(&labels()).inc();
+        }
         if let Some(reason) = outcome.incomplete_reason() {
             metrics
                 .requests_incomplete
@@ -148,10 +153,13 @@ impl RequestLog {
                 })
                 .inc();
         }
-        if !ctx.gateway.current().config.log.access_log {
+        let current = ctx.gateway.current();
+        if !current.config.log.access_log {
             return;
         }
         let tls = &ctx.tls;
+        // Only with `log.access_log_ja4` (the fingerprint may be computed for another feature).
+        let ja4 = tls.ja4.as_deref().filter(|_| current.config.log.access_log_ja4);
         let up = &self.upstream;
         fn text(v: &Option<HeaderValue>) -> Option<&str> {
             v.as_ref().and_then(|v| v.to_str().ok())
@@ -168,6 +176,7 @@ impl RequestLog {
             resumption = tls.resumption,
             handshake_ms = tls.handshake_ms,
             client_cert = %tls.client_subject.as_deref().unwrap_or("-"),
+            ja4,
             method = %self.method,
             host = %host.unwrap_or("-"),
             path = %self.uri.path_and_query().map_or("/", |p| p.as_str()),

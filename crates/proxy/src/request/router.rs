@@ -177,6 +177,7 @@ mod tests {
             rewrite_prefix: None,
             request_headers: Default::default(),
             response_headers: Default::default(),
+            match_ja4: Vec::new(),
         }
     }
 

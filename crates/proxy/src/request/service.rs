@@ -7,6 +7,7 @@ use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
 use crate::gateway::Generation;
 use crate::identity::IdentityHop;
+use crate::interim::InterimSink;
 use crate::request::access_log::{AccessBody, RequestLog};
 use crate::request::check as request_check;
 use crate::request::router::Action;
@@ -91,7 +92,7 @@ async fn route_request(
         }
     }
     let site = &generation.sites[site_idx];
-    let Some(route) = site.router.route(host, &target.path) else {
+    let Some(route) = site.router_for(ctx.tls.ja4.as_deref()).route(host, &target.path) else {
         return Ok(error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"));
     };
     // What forwarding needs from the request line, before the request itself is taken.
@@ -140,6 +141,7 @@ async fn route_request(
                         names,
                         identity: ctx.client_identity.as_deref(),
                     }),
+                    cache: Some(&ctx.forward_cache),
                 },
                 path_and_query: &path_and_query,
                 edits: &route.request_edits,
@@ -147,6 +149,14 @@ async fn route_request(
                     source: ctx.peer,
                     destination: ctx.local,
                 },
+                interim: Some(InterimSink {
+                    to: match &ctx.interim {
+                        None => Err("dropped_http2"),
+                        Some(_) if req.version() != http::Version::HTTP_11 => Err("dropped_http10"),
+                        Some(queue) => Ok(queue.as_ref()),
+                    },
+                    count: &ctx.gateway.metrics.early_hints,
+                }),
             };
             // Boxed: the forwarding state is most of a request's future, which hyper moves into
             // a task of its own per HTTP/2 stream (measured: 5.6 KB unboxed, memmove ~3 % of an
@@ -184,6 +194,7 @@ pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result
             ctx.accepted_with.site_index(&ctx.site).unwrap_or(0),
         ),
     };
+    generation.forward_ja4(ctx.tls.ja4.as_deref(), req.headers_mut());
     let method = req.method().clone();
     let site = &generation.sites[site_idx];
     let mut slot = Some(req);

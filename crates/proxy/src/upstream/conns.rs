@@ -27,6 +27,9 @@ pub(super) const LEARNT_H2: u8 = 2;
 pub struct ServerConns {
     pub(super) idle: Mutex<Vec<Idle>>,
     pub(super) h2: Mutex<Option<http2::SendRequest<Body>>>,
+    /// Held while a shared HTTP/2 connection is being opened: requests that find none wait for
+    /// that one instead of each opening their own.
+    pub(super) h2_dial: tokio::sync::Mutex<()>,
     pub(super) learnt: AtomicU8,
     /// The PROXY header every new connection starts with (`Off`: none).
     pub(super) proxy: SendProxyProtocol,
@@ -39,6 +42,7 @@ impl Default for ServerConns {
         Self {
             idle: Mutex::default(),
             h2: Mutex::default(),
+            h2_dial: tokio::sync::Mutex::new(()),
             learnt: AtomicU8::new(0),
             proxy: SendProxyProtocol::Off,
             slots: Arc::new(Slots::unlimited()),

@@ -12,6 +12,7 @@
 //! back ([`Failed::Unsent`]) so that it can go on another connection.
 
 use crate::body::{Body, BoxError};
+use crate::interim::InterimSink;
 use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
@@ -153,6 +154,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
         mut self,
         req: Request<Body>,
         give_back: G,
+        interim: Option<InterimSink<'_>>,
     ) -> Result<Response<H1Body<T, G>>, Failed> {
         let head_request = req.method() == Method::HEAD;
         let reused = self.requests > 0;
@@ -179,13 +181,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
             // An origin may answer before it has read the whole body (413, 401) and close: its
             // response, if it arrived, is what the client gets.
             if let ExchangeError::Write(_) = e {
-                if let Ok(resp) = self.read_head(head_request).await {
+                if let Ok(resp) = self.read_head(head_request, interim).await {
                     return Ok(self.response(resp, false, give_back));
                 }
             }
             return Err(Failed::Error(e));
         }
-        let head = self.read_head(head_request).await.map_err(Failed::Error)?;
+        let head = self.read_head(head_request, interim).await.map_err(Failed::Error)?;
         let keep_alive = head.keep_alive;
         Ok(self.response(head, keep_alive, give_back))
     }
@@ -248,13 +250,20 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
         self.write_buffer().await.map_err(write)
     }
 
-    /// Reads until a final response head has been parsed (interim 1xx responses are skipped).
-    async fn read_head(&mut self, head_request: bool) -> Result<Head, ExchangeError> {
+    /// Reads until a final response head has been parsed; interim 1xx responses go to
+    /// `interim` (which passes on 103 Early Hints) or are skipped.
+    async fn read_head(&mut self, head_request: bool, interim: Option<InterimSink<'_>>) -> Result<Head, ExchangeError> {
         loop {
-            if let Some(head) = wire_response::parse(&mut self.read, head_request)? {
+            if let Some(mut head) = wire_response::parse(&mut self.read, head_request)? {
                 match head.status {
                     StatusCode::SWITCHING_PROTOCOLS => return Err(ExchangeError::UnaskedSwitch),
-                    s if s.is_informational() => continue,
+                    s if s.is_informational() => {
+                        if let Some(sink) = interim {
+                            crate::upstream::forwarding::strip_hop_by_hop(&mut head.headers);
+                            sink.interim(s, &head.headers);
+                        }
+                        continue;
+                    }
                     _ => return Ok(head),
                 }
             }

@@ -58,7 +58,7 @@ async fn exchange(
         (String::from_utf8(got).unwrap(), theirs)
     });
     let slot = Slot::default();
-    let result = H1Conn::new(ours).send(req, slot.clone()).await;
+    let result = H1Conn::new(ours).send(req, slot.clone(), None).await;
     let (got, theirs) = origin.await.unwrap();
     (got, result, slot, theirs)
 }
@@ -218,7 +218,7 @@ async fn a_reused_connection_that_closed_hands_the_request_back_unsent() {
         ..conn
     };
     conn.requests = 1;
-    match conn.send(get("/b"), Slot::default()).await {
+    match conn.send(get("/b"), Slot::default(), None).await {
         Err(Failed::Unsent(req)) => assert_eq!(req.uri(), "/b"),
         _ => panic!("expected the request back"),
     }

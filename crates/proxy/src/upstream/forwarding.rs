@@ -33,6 +33,8 @@ const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 const PROXY_AUTHENTICATE: HeaderName = HeaderName::from_static("proxy-authenticate");
 const PROXY_AUTHORIZATION: HeaderName = HeaderName::from_static("proxy-authorization");
 
+const PROXY_AUTH: [HeaderName; 2] = [PROXY_AUTHENTICATE, PROXY_AUTHORIZATION];
+
 /// Forwarding headers a client could forge.
 const FORWARDING: [HeaderName; 5] = [
     X_FORWARDED_FOR,
@@ -56,11 +58,18 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(n);
         }
     }
-    for h in &HOP_BY_HOP {
-        headers.remove(h);
+    remove_present(headers, &HOP_BY_HOP);
+    remove_present(headers, &PROXY_AUTH);
+}
+
+/// Removes `names` from `headers`: one pass over the (few) names present, and a hash lookup per
+/// name only when one of them is there (most requests carry none).
+fn remove_present(headers: &mut HeaderMap, names: &[HeaderName]) {
+    if headers.keys().any(|k| names.contains(k)) {
+        for n in names {
+            headers.remove(n);
+        }
     }
-    headers.remove(PROXY_AUTHENTICATE);
-    headers.remove(PROXY_AUTHORIZATION);
 }
 
 /// A gRPC request: its content type is `application/grpc` or `application/grpc+...`.
@@ -114,6 +123,16 @@ pub struct Hop<'a> {
     pub authority: Option<&'a HeaderValue>,
     /// The site's client-certificate identity headers and this connection's identity.
     pub client_cert: Option<IdentityHop<'a>>,
+    /// The client connection's forwarding values, built once (None: built per request).
+    pub cache: Option<&'a ForwardCache>,
+}
+
+/// One client connection's forwarding header values, built on its first request: the client
+/// address never changes, and the authority rarely does (the last one is kept).
+#[derive(Debug, Default)]
+pub struct ForwardCache {
+    xff: std::sync::OnceLock<HeaderValue>,
+    forwarded: parking_lot::Mutex<Option<(HeaderValue, HeaderValue)>>,
 }
 
 fn append(headers: &mut HeaderMap, name: HeaderName, keep: bool, value: &str) {
@@ -137,12 +156,16 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
     join_cookies(headers);
     if !hop.trusted {
         // A value split over several fields would survive a plain `insert` otherwise.
-        for h in &FORWARDING {
-            headers.remove(h);
-        }
+        remove_present(headers, &FORWARDING);
     }
     let ip = hop.client_ip.to_canonical();
-    append(headers, X_FORWARDED_FOR, hop.trusted, &ip.to_string());
+    match hop.cache {
+        Some(cache) if !hop.trusted => {
+            let xff = cache.xff.get_or_init(|| header_value(&ip.to_string()));
+            headers.insert(X_FORWARDED_FOR, xff.clone());
+        }
+        _ => append(headers, X_FORWARDED_FOR, hop.trusted, &ip.to_string()),
+    }
     if !(hop.trusted && headers.contains_key(X_FORWARDED_PROTO)) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
     }
@@ -152,24 +175,49 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
         }
         headers.insert(header::HOST, auth.clone());
     }
+    match (hop.cache, hop.authority) {
+        (Some(cache), Some(authority)) if !hop.trusted => {
+            let mut last = cache.forwarded.lock();
+            match &*last {
+                Some((a, value)) if a == authority => {
+                    headers.insert(FORWARDED, value.clone());
+                }
+                _ => {
+                    let value = header_value(&forwarded_element(ip, hop.authority));
+                    headers.insert(FORWARDED, value.clone());
+                    *last = Some((authority.clone(), value));
+                }
+            }
+        }
+        _ => append(headers, FORWARDED, hop.trusted, &forwarded_element(ip, hop.authority)),
+    }
+    if let Some(client_cert) = &hop.client_cert {
+        client_cert.apply(headers);
+    }
+    edits.apply(headers);
+}
+
+/// A header value from text the gateway wrote (an address, a `Forwarded` element: always valid).
+fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// This hop's RFC 7239 element.
+fn forwarded_element(ip: IpAddr, authority: Option<&HeaderValue>) -> String {
     // RFC 7239 §4: IPv6 nodes are quoted and bracketed; host is always quoted (it may hold ':').
     let node = match ip {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => format!("\"[{v6}]\""),
     };
     let mut element = format!("for={node};proto=https");
-    if let Some(host) = hop.authority.and_then(|a| a.to_str().ok()) {
+    if let Some(host) = authority.and_then(|a| a.to_str().ok()) {
         if host.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\') {
             element.push_str(";host=\"");
             element.push_str(host);
             element.push('"');
         }
     }
-    append(headers, FORWARDED, hop.trusted, &element);
-    if let Some(client_cert) = &hop.client_cert {
-        client_cert.apply(headers);
-    }
-    edits.apply(headers);
+    element
 }
 
 #[cfg(test)]
@@ -190,6 +238,7 @@ mod tests {
             trusted,
             authority: Some(auth),
             client_cert: None,
+            cache: None,
         }
     }
 
@@ -272,5 +321,41 @@ mod tests {
         let mut m = h(&[("te", "gzip")]);
         prepare_request(&mut m, &hop(false, &auth), &Edits::default());
         assert!(!m.contains_key("te"));
+    }
+
+    #[test]
+    fn a_connection_cache_gives_the_same_headers_as_building_them() {
+        let (v4, v6) = (ForwardCache::default(), ForwardCache::default());
+        for (ip, host, cache) in [
+            ("192.0.2.7", "example.com:8443", &v4),
+            ("192.0.2.7", "example.com:8443", &v4),
+            ("192.0.2.7", "other.example", &v4),
+            ("2001:db8::7", "example.com", &v6),
+            ("2001:db8::7", "example.com", &v6),
+        ] {
+            let auth = HeaderValue::from_static(host);
+            let fresh = |cache| {
+                let mut m = h(&[("x-forwarded-for", "6.6.6.6"), ("forwarded", "for=evil")]);
+                let hop = Hop {
+                    client_ip: ip.parse().unwrap(),
+                    trusted: false,
+                    authority: Some(&auth),
+                    client_cert: None,
+                    cache,
+                };
+                prepare_request(&mut m, &hop, &Edits::default());
+                m
+            };
+            let (built, cached) = (fresh(None), fresh(Some(cache)));
+            assert_eq!(built, cached, "{ip} {host}");
+            if ip.contains(':') {
+                continue;
+            }
+            assert_eq!(cached.get("x-forwarded-for").unwrap(), ip);
+            assert_eq!(
+                cached.get("forwarded").unwrap(),
+                format!("for={ip};proto=https;host=\"{host}\"").as_str()
+            );
+        }
     }
 }

@@ -67,6 +67,10 @@ pub struct UpstreamGroup {
     /// The retries in flight, within `[upstream.retry]`'s budget.
     retry_budget: Arc<RetryBudget>,
     tunnel_idle: Duration,
+    /// `forward_early_hints`.
+    early_hints: bool,
+    /// `upstream_duration_seconds{upstream}`, looked up in its family once.
+    duration: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
     epoch: Instant,
 }
 
@@ -96,6 +100,8 @@ pub struct Downstream<'a> {
     /// The client connection's ends (client, and the gateway address it connected to): what a
     /// group with `send_proxy_protocol` announces to its servers.
     pub client_conn: connect::ProxyPair,
+    /// Where the origin's 103 Early Hints go.
+    pub interim: Option<crate::interim::InterimSink<'a>>,
 }
 
 impl UpstreamGroup {
@@ -139,6 +145,8 @@ impl UpstreamGroup {
             retry: RetryPolicy::new(&config.retry),
             retry_budget: Arc::new(RetryBudget::new(&config.retry)),
             tunnel_idle: config.tunnel_idle_timeout.get(),
+            early_hints: config.forward_early_hints,
+            duration: std::sync::OnceLock::new(),
             epoch: Instant::now(),
         })
     }
@@ -192,6 +200,10 @@ impl UpstreamGroup {
             return Err(ProxyError::NoUpstreamServer);
         }
 
+        let path: Uri = down
+            .path_and_query
+            .parse()
+            .map_err(|_| ProxyError::BadRequest("request target"))?;
         let kind = RequestKind::of(&parts.method, &parts.headers, bodiless, upgrade.is_some());
         let (tracked, sent) = TrackedBody::new(body);
         facts.upload = Some(sent.clone());
@@ -230,10 +242,6 @@ impl UpstreamGroup {
                 return Err(ProxyError::NoHealthyServer);
             };
             let server = &self.servers[idx];
-            let path: Uri = down
-                .path_and_query
-                .parse()
-                .map_err(|_| ProxyError::BadRequest("request target"))?;
             let req_body: Body = match unsent.take() {
                 Some(b) if keep_body => {
                     let (hold, b) = Replay::new(b);
@@ -253,7 +261,18 @@ impl UpstreamGroup {
             // The response-header timeout starts once the body has been sent (a slow upload is
             // not the origin's fault); a body that stops moving is timed out on its own.
             let pair = server.sends_proxy().then_some(down.client_conn);
-            let send = self.pool.send(server, out, shape, metrics, upgrade.is_some(), pair);
+            let opts = pool::SendOpts {
+                http1_only: upgrade.is_some(),
+                pair,
+                interim: match down.interim {
+                    Some(sink) if !self.early_hints => Some(crate::interim::InterimSink {
+                        to: Err("dropped_off"),
+                        ..sink
+                    }),
+                    sink => sink,
+                },
+            };
+            let send = self.pool.send(server, out, shape, metrics, opts);
             let result = if sent.is_done() {
                 // No body to watch (most requests): the thread's shared timer, not a timer-wheel
                 // entry per request.
@@ -276,9 +295,8 @@ impl UpstreamGroup {
             let (error, failure) = match result {
                 Ok(Ok(resp)) => {
                     server.record_success();
-                    metrics
-                        .upstream_duration
-                        .get_or_create(&labels)
+                    self.duration
+                        .get_or_init(|| metrics.upstream_duration.get_or_create(&labels).clone())
                         .observe(started.elapsed().as_secs_f64());
                     let mut resp = resp;
                     let switched = resp.status() == http::StatusCode::SWITCHING_PROTOCOLS;

@@ -22,6 +22,7 @@ use super::forwarding::is_grpc;
 use super::limit::{ConnSlot, QueueError, Room};
 use super::server::UpstreamServer;
 use crate::body::Body;
+use crate::interim::InterimSink;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
@@ -43,6 +44,19 @@ pub enum Wire {
     Http1,
     /// HTTP/2.
     Http2,
+}
+
+/// How one request is to be sent, besides where.
+#[derive(Clone, Copy)]
+pub struct SendOpts<'a> {
+    /// The request upgrades (WebSocket): only an HTTP/1.1 connection of its own can carry it.
+    pub http1_only: bool,
+    /// Groups with `send_proxy_protocol` only: the client connection a new connection announces,
+    /// and the only one whose requests it carries.
+    pub pair: Option<ProxyPair>,
+    /// Where the origin's 103 Early Hints go (HTTP/1.1 origin connections; hyper's HTTP/2
+    /// client does not surface interim responses).
+    pub interim: Option<InterimSink<'a>>,
 }
 
 /// Why a request could not be exchanged with an origin.
@@ -198,17 +212,20 @@ impl OriginPool {
 
     /// Sends `req` to `server` on a pooled or new connection. `shape` turns the request into the
     /// form of the wire chosen (origin-form and `Host` for HTTP/1.1, absolute URI for HTTP/2).
-    /// `pair` (groups with `send_proxy_protocol` only) is the client connection a new connection
-    /// announces, and the only one whose requests it carries.
+    /// See [`SendOpts`] for the rest.
     pub async fn send(
         self: &Arc<Self>,
         server: &Arc<UpstreamServer>,
         mut req: Request<Body>,
         shape: impl Fn(&mut Request<Body>, Wire),
         metrics: &Metrics,
-        http1_only: bool,
-        pair: Option<ProxyPair>,
+        opts: SendOpts<'_>,
     ) -> Result<Response<OriginBody>, SendError> {
+        let SendOpts {
+            http1_only,
+            pair,
+            interim,
+        } = opts;
         let wire = self.wire(server);
         if http1_only && self.protocol == UpstreamProtocol::Http2 {
             discard_unsent(req);
@@ -219,6 +236,8 @@ impl OriginPool {
         // the request waits.
         let mut handed = None;
         let mut queued = None;
+        // This request opens the server's shared HTTP/2 connection (one at a time).
+        let mut dialing = None;
         let slot = loop {
             match wire.filter(|w| !http1_only || *w == Wire::Http1) {
                 // Reused connections first; one that turns the request away unsent is dropped.
@@ -226,7 +245,7 @@ impl OriginPool {
                 Some(Wire::Http1) if !http1_only => {
                     while let Some(conn) = self.checkout_h1(server, pair, &mut handed) {
                         shape(&mut req, Wire::Http1);
-                        match conn.send(req, self.reuse(server, pair)).await {
+                        match conn.send(req, self.reuse(server, pair), interim).await {
                             Ok(resp) => return Ok(resp.map(OriginBody::h1)),
                             Err(Failed::Unsent(back)) => req = *back,
                             Err(Failed::Error(e)) => return Err(SendError::Http1(e)),
@@ -245,6 +264,11 @@ impl OriginPool {
                                 None => return Err(SendError::Exchange(e.into_error())),
                             },
                         }
+                    } else if pair.is_none() && dialing.is_none() {
+                        // Wait for a dial already under way (bounded by its connect timeout),
+                        // then look again: a burst of first requests opens one connection.
+                        dialing = Some(server.conns.h2_dial.lock().await);
+                        continue;
                     }
                 }
                 None => {}
@@ -272,10 +296,14 @@ impl OriginPool {
                 return Err(e);
             }
         };
+        if let Fresh::Http2(sender) = &fresh {
+            server.conns.share_h2(pair, sender);
+        }
+        drop(dialing);
         match fresh {
             Fresh::Http1(conn) => {
                 shape(&mut req, Wire::Http1);
-                match conn.send(req, self.reuse(server, pair)).await {
+                match conn.send(req, self.reuse(server, pair), interim).await {
                     Ok(resp) => Ok(resp.map(OriginBody::h1)),
                     Err(Failed::Error(e)) => Err(refused_h1(server, e)),
                     // Only a reused connection hands a request back.
@@ -292,7 +320,6 @@ impl OriginPool {
             }
             Fresh::Http2(mut sender) => {
                 shape(&mut req, Wire::Http2);
-                server.conns.share_h2(pair, &sender);
                 let resp = sender.send_request(req).await.map_err(refused)?;
                 Ok(resp.map(OriginBody::hyper))
             }

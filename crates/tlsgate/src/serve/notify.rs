@@ -9,7 +9,12 @@
 //! - `RELOADING=1` + `MONOTONIC_USEC=` (`CLOCK_MONOTONIC`, µs: systemd 253's `notify-reload`
 //!   semantics) when SIGHUP arrives, then `READY=1` + `STATUS=` after the reload, also when it
 //!   was refused (the old configuration keeps serving; `STATUS=` says so);
-//! - `STOPPING=1` when draining starts (SIGTERM, SIGINT).
+//! - `STOPPING=1` when draining starts (SIGTERM, SIGINT), but not when draining after a binary
+//!   upgrade handed over: the successor is the service's main process by then;
+//! - in a successor (`serve --upgrade`), once the old process stopped accepting: `READY=1`,
+//!   `STATUS=`, `MAINPID=` of the successor, then `BARRIER=1` with a pipe's write end, waiting
+//!   until systemd has read everything before it (sd_notify_barrier): only then is the old
+//!   process released to drain and exit, so systemd never sees its main process exit.
 //!
 //! No `$NOTIFY_SOCKET`: every call does nothing. A send that fails is a WARN line, never fatal.
 //!
@@ -118,6 +123,50 @@ impl Notifier {
         }))
     }
 
+    /// `BARRIER=1` with the write end of a pipe: returns once the service manager has processed
+    /// every notification sent before (it closes the descriptor then), or after `timeout`.
+    pub fn barrier(&self, timeout: Duration) -> Result<(), NotifyError> {
+        use std::io::IoSlice;
+        use std::mem::MaybeUninit;
+        use std::os::fd::AsFd;
+        let send = |source: std::io::Error| NotifyError::Send {
+            target: self.target.clone(),
+            source,
+        };
+        let (read, write) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| NotifyError::Socket(e.into()))?;
+        let socket = UnixDatagram::unbound().map_err(NotifyError::Socket)?;
+        socket
+            .set_write_timeout(Some(SEND_TIMEOUT))
+            .map_err(NotifyError::Socket)?;
+        socket.connect_addr(&self.addr).map_err(send)?;
+        let fds = [write.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+        rustix::net::sendmsg(
+            &socket,
+            &[IoSlice::new(b"BARRIER=1\n")],
+            &mut control,
+            rustix::net::SendFlags::empty(),
+        )
+        .map_err(|e| send(e.into()))?;
+        drop(write);
+        let mut poll = [rustix::event::PollFd::new(&read, rustix::event::PollFlags::IN)];
+        let wait = rustix::event::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
+        };
+        match rustix::event::poll(&mut poll, Some(&wait)) {
+            Ok(0) => Err(send(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("BARRIER=1 not answered within {}s", timeout.as_secs()),
+            ))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(send(e.into())),
+        }
+    }
+
     /// Sends one datagram of `KEY=value` lines.
     pub fn send(&self, message: &str) -> Result<(), NotifyError> {
         self.socket
@@ -208,6 +257,15 @@ pub async fn worker_accepting() {
     ACCEPTING_WORKERS.fetch_add(1, Ordering::SeqCst);
 }
 
+/// Resolves once every expected worker accepts (never, when one failed to start).
+pub async fn workers_accepting() -> usize {
+    let workers = EXPECTED_WORKERS.load(Ordering::SeqCst);
+    while ACCEPTING_WORKERS.load(Ordering::SeqCst) < workers {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    workers
+}
+
 /// Sends `READY=1` once every expected worker accepts. Spawned by the control loop after its
 /// signal handlers are in place; never returns early when a worker failed to start (systemd's
 /// start timeout then reports the failure).
@@ -215,12 +273,29 @@ pub async fn ready(listeners: usize, generation: u64) {
     if notifier().is_none() {
         return;
     }
-    let workers = EXPECTED_WORKERS.load(Ordering::SeqCst);
-    while ACCEPTING_WORKERS.load(Ordering::SeqCst) < workers {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let workers = workers_accepting().await;
     let status = format!("serving {listeners} listener(s) with {workers} worker(s), generation {generation}");
     send(&ready_message(&status, std::process::id()));
+}
+
+/// How long a successor waits for systemd to acknowledge its `MAINPID=` (sd_notify_barrier's
+/// default).
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A successor took over from `old_pid`: `READY=1` and `MAINPID=` (this process), then a
+/// barrier, so that systemd knows its new main process before the old one may exit. Blocking
+/// (up to [`BARRIER_TIMEOUT`]); call it off the event loop.
+pub fn took_over(listeners: usize, generation: u64, old_pid: u32) {
+    let Some(n) = notifier() else { return };
+    let workers = EXPECTED_WORKERS.load(Ordering::SeqCst);
+    let status = format!(
+        "serving {listeners} listener(s) with {workers} worker(s), generation {generation} (upgraded, took over from process {old_pid})"
+    );
+    send(&ready_message(&status, std::process::id()));
+    match n.barrier(BARRIER_TIMEOUT) {
+        Ok(()) => tracing::debug!("systemd acknowledged MAINPID={}", std::process::id()),
+        Err(e) => tracing::warn!(kind = e.kind(), "{e}"),
+    }
 }
 
 /// SIGHUP arrived: `RELOADING=1` with the monotonic time, before the file is re-read.
@@ -326,6 +401,24 @@ mod tests {
         );
         let ok: Result<(), String> = Ok(());
         assert_eq!(reload_status(&ok, 4), "serving generation 4 (reloaded)");
+    }
+
+    #[test]
+    fn a_barrier_returns_once_the_manager_read_it() {
+        let (_dir, sock, path) = receiver();
+        let n = Notifier::new(&path).unwrap().unwrap();
+        // Nobody reads: the barrier times out, with a clear error.
+        let e = n.barrier(Duration::from_millis(50)).unwrap_err();
+        assert!(e.to_string().contains("BARRIER=1 not answered"), "{e}");
+        // A reader that takes the datagram (and so closes the descriptor it carries).
+        let reader = std::thread::spawn(move || {
+            let first = recv(&sock);
+            let second = recv(&sock);
+            (first, second)
+        });
+        n.barrier(Duration::from_secs(5)).unwrap();
+        let (first, second) = reader.join().unwrap();
+        assert_eq!((first.as_str(), second.as_str()), ("BARRIER=1\n", "BARRIER=1\n"));
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub fn overlay(base: &Config, doc: &ClusterDocument) -> Result<Config, Vec<Strin
                 rewrite_prefix: None,
                 request_headers: Default::default(),
                 response_headers: Default::default(),
+                match_ja4: Vec::new(),
             }];
         }
     }

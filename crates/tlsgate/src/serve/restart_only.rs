@@ -54,6 +54,25 @@ pub fn not_applied(running: &Config, new: &Config) -> Vec<String> {
             running.server.workers, new.server.workers
         ));
     }
+    if running.server.upgrade_socket != new.server.upgrade_socket {
+        let (old, new) = (&running.server.upgrade_socket, &new.server.upgrade_socket);
+        let show = |p: &Option<std::path::PathBuf>| {
+            p.as_ref()
+                .map_or_else(|| "off".to_string(), |p| p.display().to_string())
+        };
+        let still = match old {
+            Some(p) => format!(
+                "upgrades are still taken on {} until the next restart or upgrade",
+                p.display()
+            ),
+            None => "upgrades stay off until the next restart".to_string(),
+        };
+        changes.push(format!(
+            "server.upgrade_socket {} -> {} ({still})",
+            show(old),
+            show(new)
+        ));
+    }
     if differs(&running.cluster, &new.cluster) {
         changes.push("[cluster] (secrets, session store) changed".into());
     }
@@ -133,7 +152,7 @@ mod tests {
     fn each_restart_only_change_is_named() {
         let running = config("");
         let mut new =
-            config("[server]\nworkers = 7\n[admin]\nlisten = \"127.0.0.1:9999\"\nallowed_hosts = [\"gw1.internal\"]\n");
+            config("[server]\nworkers = 7\nupgrade_socket = \"/run/u.sock\"\n[admin]\nlisten = \"127.0.0.1:9999\"\nallowed_hosts = [\"gw1.internal\"]\n");
         new.listeners[0].listen = "127.0.0.1:9443".parse().unwrap();
         new.listeners[1].redirect_status = 308;
         let changes = not_applied(&running, &new);
@@ -146,6 +165,7 @@ mod tests {
                 "admin.listen 127.0.0.1:9090 -> 127.0.0.1:9999 (the admin listener stays on 127.0.0.1:9090)",
                 "admin.allowed_hosts [] -> [\"gw1.internal\"] (the admin listener keeps the names it started with)",
                 "server.workers 0 -> 7 (the worker threads are kept)",
+                "server.upgrade_socket off -> /run/u.sock (upgrades stay off until the next restart)",
             ],
             "{changes:#?}"
         );

@@ -45,6 +45,14 @@ impl std::ops::Deref for WsOrigin {
     }
 }
 
+/// A single-threaded runtime for a test's async client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

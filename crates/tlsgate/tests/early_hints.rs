@@ -1,0 +1,151 @@
+//! 103 Early Hints (RFC 8297) from an HTTP/1.1 origin reach HTTP/1.1 clients before the final
+//! response, hop-by-hop fields removed, on every request of a keep-alive connection and never in
+//! the middle of another response (pipelined requests); HTTP/1.0 and HTTP/2 clients, and groups
+//! with `forward_early_hints = false`, get the final response only, and each case is counted.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+/// An origin that answers every request with a 103 (a `Link` to preload, and a field its
+/// `Connection` header names, which must not travel), waits, then answers `hello <path>`.
+fn hinting_origin() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(mut tcp) = tcp else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One request head at a time (bodiless GETs).
+                    let end = loop {
+                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break end;
+                        }
+                        match tcp.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let path = head.split(' ').nth(1).unwrap_or("?").to_string();
+                    let hints = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\nConnection: x-secret\r\nX-Secret: 1\r\n\r\n";
+                    if tcp.write_all(hints.as_bytes()).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(150));
+                    let body = format!("hello {path}");
+                    let resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                    if tcp.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn start(extra: &str) -> common::Fixture {
+    let origin = hinting_origin();
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "hints"),
+        common::upstream("hints", &[origin], extra)
+    );
+    common::start("", &routes)
+}
+
+fn counted(f: &common::Fixture, result: &str) -> f64 {
+    f.gw.metric("tlsgate_early_hints_total", &[&format!("result=\"{result}\"")])
+}
+
+/// The start of each status line in `text`, in order.
+fn heads(text: &str) -> Vec<&str> {
+    text.match_indices("HTTP/1.").map(|(i, _)| &text[i..i + 12]).collect()
+}
+
+#[test]
+fn http11_clients_get_the_hints_before_the_response_on_every_request() {
+    let f = start("");
+    let mut tls = f.tls_session();
+    for i in 0..3 {
+        let text = tls.get(&format!("/page{i}"), &format!("hello /page{i}"));
+        assert_eq!(heads(&text), ["HTTP/1.1 103", "HTTP/1.1 200"], "request {i}: {text}");
+        let (hints, rest) = text.split_once("\r\n\r\n").unwrap();
+        assert!(hints.starts_with("HTTP/1.1 103 Early Hints\r\n"), "request {i}: {text}");
+        assert!(
+            hints.contains("link: </style.css>; rel=preload; as=style"),
+            "request {i}: {text}"
+        );
+        assert!(
+            !hints.to_ascii_lowercase().contains("secret"),
+            "hop-by-hop fields travelled: {text}"
+        );
+        assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "request {i}: {text}");
+    }
+    assert_eq!(counted(&f, "forwarded"), 3.0, "{}", f.gw.metrics());
+    // curl shows it too (an independent HTTP/1.1 client).
+    let out = f.curl(&["--http1.1", "-sS", "-D", "-", "-o", "/dev/null"], "/curl");
+    assert!(out.stdout.starts_with("HTTP/1.1 103 Early Hints"), "{}", out.all());
+    assert!(out.stdout.contains("HTTP/1.1 200 OK"), "{}", out.all());
+}
+
+#[test]
+fn pipelined_requests_never_get_hints_inside_another_response() {
+    let f = start("");
+    let mut tls = f.tls_session();
+    tls.send(
+        "GET /one HTTP/1.1\r\nHost: localhost\r\n\r\nGET /two HTTP/1.1\r\nHost: localhost\r\n\r\nGET /three HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    let text = tls.read_until("hello /three", Duration::from_secs(10));
+    // Each final response is whole, in order, and any 103 comes right before one of them.
+    let mut rest = text.as_str();
+    for path in ["/one", "/two", "/three"] {
+        while let Some(after) = rest.strip_prefix("HTTP/1.1 103 Early Hints\r\n") {
+            let end = after.find("\r\n\r\n").expect("whole 103 head");
+            rest = &after[end + 4..];
+        }
+        let body = format!("hello {path}");
+        assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {text}");
+        let end = rest.find("\r\n\r\n").expect("whole head") + 4;
+        assert!(!rest[..end].contains("HTTP/1.1 103"), "{path}: {text}");
+        assert!(rest[end..].starts_with(&body), "{path}: {text}");
+        rest = &rest[end + body.len()..];
+    }
+    assert_eq!(rest, "", "{text}");
+    let forwarded = counted(&f, "forwarded");
+    let busy = counted(&f, "dropped_busy");
+    assert_eq!(forwarded + busy, 3.0, "{}", f.gw.metrics());
+    assert_eq!(text.matches("HTTP/1.1 103").count() as f64, forwarded, "{text}");
+}
+
+#[test]
+fn http10_and_http2_clients_and_groups_that_turn_them_off_get_no_hints() {
+    let f = start("");
+    let out = f.curl(&["--http1.0", "-sS", "-D", "-"], "/old");
+    assert!(
+        out.stdout.starts_with("HTTP/1.") && out.stdout.contains(" 200 OK\r\n"),
+        "{}",
+        out.all()
+    );
+    assert!(!out.stdout.contains("103"), "{}", out.all());
+    assert!(out.stdout.ends_with("hello /old"), "{}", out.all());
+    assert_eq!(counted(&f, "dropped_http10"), 1.0, "{}", f.gw.metrics());
+    let out = f.curl(&["--http2", "-sS", "-D", "-"], "/h2");
+    assert!(out.stdout.starts_with("HTTP/2 200"), "{}", out.all());
+    assert!(out.stdout.ends_with("hello /h2"), "{}", out.all());
+    assert_eq!(counted(&f, "dropped_http2"), 1.0, "{}", f.gw.metrics());
+
+    let off = start("forward_early_hints = false\n");
+    let out = off.curl(&["--http1.1", "-sS", "-D", "-"], "/off");
+    assert!(out.stdout.starts_with("HTTP/1.1 200 OK"), "{}", out.all());
+    assert!(out.stdout.ends_with("hello /off"), "{}", out.all());
+    assert_eq!(counted(&off, "dropped_off"), 1.0, "{}", off.gw.metrics());
+    assert_eq!(counted(&off, "forwarded"), 0.0);
+}

