@@ -349,7 +349,10 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
     install_sessions(&mut b, tls, sessions);
     let early = tls.tickets.early_data.then(|| sessions.early_data.clone());
     let ticket_lifetime = tls.tickets.lifetime.get();
-    let budget = crate::handshake_budget::HelloCheck::new(tls, &sessions.tickets);
+    let ring = sessions.tickets.clone();
+    let ours: crate::handshake_budget::KeyNameCheck =
+        Arc::new(move |name: &[u8]| ring.key_names().iter().any(|k| k[..] == *name));
+    let budget = crate::handshake_budget::HelloCheck::new(tls, ours);
     b.set_async_select_certificate_callback(move |hello| {
         // Before any work for this hello: over its source's handshake budget, it is refused
         // here (BoringSSL sends handshake_failure).

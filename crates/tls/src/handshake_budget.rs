@@ -33,7 +33,6 @@
 mod table;
 
 use crate::log_limit::LogLimit;
-use crate::tickets::TicketKeyRing;
 use arc_swap::ArcSwapOption;
 use boring::ex_data::Index;
 use boring::ssl::{ClientHello, ExtensionType, Ssl, SslRef};
@@ -248,22 +247,26 @@ fn refusal_of(state: u8) -> Option<Refusal> {
     }
 }
 
+/// Tells whether a ticket's 16-byte key name is one of the server's ticket keys (given by the
+/// caller, so that this module does not depend on the ticket-key ring).
+pub(crate) type KeyNameCheck = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
 /// The ClientHello side of the budget, made once per configuration generation (it knows which
 /// resumptions the server can do).
 pub(crate) struct HelloCheck {
     /// The server negotiates TLS 1.3 with clients that offer it.
     tls13: bool,
-    /// The ticket keys, when tickets are on.
-    tickets: Option<Arc<TicketKeyRing>>,
+    /// Whether a 16-byte key name is one of the current ticket keys' (tickets on only).
+    tickets: Option<KeyNameCheck>,
     /// The session-ID cache is on.
     session_ids: bool,
 }
 
 impl HelloCheck {
-    pub(crate) fn new(tls: &TlsConfig, tickets: &Arc<TicketKeyRing>) -> Self {
+    pub(crate) fn new(tls: &TlsConfig, tickets: KeyNameCheck) -> Self {
         Self {
             tls13: tls.max_version == TlsVersion::V1_3,
-            tickets: tls.tickets.enabled.then(|| tickets.clone()),
+            tickets: tls.tickets.enabled.then_some(tickets),
             session_ids: tls.session_cache.enabled,
         }
     }
@@ -279,10 +282,10 @@ impl HelloCheck {
         match offer(parts, self.tls13) {
             ResumptionOffer::None => false,
             ResumptionOffer::Tls13Psk(ticket) | ResumptionOffer::Tls12Ticket(ticket) => {
-                let (Some(ring), Some(name)) = (&self.tickets, ticket.get(..16)) else {
+                let (Some(ours), Some(name)) = (&self.tickets, ticket.get(..16)) else {
                     return false;
                 };
-                ring.key_names().iter().any(|k| k[..] == *name)
+                ours(name)
             }
             ResumptionOffer::Tls12SessionId(_) => self.session_ids,
         }
