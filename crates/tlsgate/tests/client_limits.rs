@@ -220,9 +220,12 @@ impl SlowOrigin {
                         }
                     }
                     std::thread::sleep(hold);
-                    let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+                    // Counted out before the answer leaves: the gateway can start its next
+                    // origin request only after this one's answer arrived, so a thread that is
+                    // slow to run after `write_all` is not counted as a third request at once.
                     s.fetch_add(1, Ordering::SeqCst);
                     open.fetch_sub(1, Ordering::SeqCst);
+                    let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
                 });
             }
         });
