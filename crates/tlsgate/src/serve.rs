@@ -411,6 +411,8 @@ impl AdminHooks for Hooks {
         tlsgate_proxy::upstream::health::export_metrics(gw);
         m.set_gauge("access_log_dropped_lines_total", crate::access_log::dropped());
         m.set_gauge("access_log_write_errors_total", crate::access_log::write_errors());
+        m.set_gauge("upgrades_refused_total", handover::STATS.refused.load(Relaxed));
+        m.set_gauge("upgrades_failed_total", handover::STATS.failed.load(Relaxed));
         m.set_gauge("handshake_budget_evictions_total", gw.handshake_budget.evictions());
     }
 

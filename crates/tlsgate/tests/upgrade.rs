@@ -130,6 +130,18 @@ impl Setup {
         Some((code.parse().ok()?, body.to_string()))
     }
 
+    /// `tlsgate_state{name="NAME"}` of whichever process answers the admin address.
+    fn state(&self, name: &str) -> f64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
+        let out = tlsgate_testkit::run("curl", &["-sS", "--max-time", "10", &url], b"", Duration::ZERO, WAIT);
+        let series = format!("tlsgate_state{{name=\"{name}\"}} ");
+        out.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series}in\n{}", out.all()))
+    }
+
     fn s_client(&self, args: &[&str]) -> tlsgate_testkit::Output {
         let get = "GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n";
         common::s_client_at(&format!("127.0.0.1:{}", self.https), &self.pki.ca_file(), args, get)
@@ -343,6 +355,7 @@ fn a_successor_that_cannot_start_leaves_the_old_gateway_serving() {
         first.log()
     );
     assert!(first.log().contains("missing.pem"), "{}", first.log());
+    assert_eq!(s.state("upgrades_failed_total"), 1.0);
     // Nothing was taken: a good successor still takes over afterwards.
     let second = s.upgrade("second", &s.config(2), &mut first);
     assert_eq!(s.get(), Some((200, "Hello, world!".into())), "{}", second.log());
@@ -377,6 +390,7 @@ fn a_second_upgrade_while_one_is_in_progress_is_refused() {
         "{}",
         first.log()
     );
+    assert_eq!(s.state("upgrades_refused_total"), 1.0);
     assert_eq!(s.get(), Some((200, "Hello, world!".into())));
     // Once that one gives up, an upgrade goes through.
     drop(holder);

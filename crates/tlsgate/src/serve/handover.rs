@@ -11,7 +11,7 @@
 use super::channel::{Channel, UpgradeError};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tlsgate_error::Classify;
@@ -25,6 +25,23 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const UPGRADE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long, after `Draining`, the successor may take to tell systemd and close the channel.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Successors this process turned away or that failed, for `/metrics`
+/// (`tlsgate_state{name="upgrades_refused_total"}`, `..."upgrades_failed_total"}`).
+pub static STATS: Stats = Stats {
+    refused: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
+
+/// Upgrade counters.
+pub struct Stats {
+    /// Connections refused: another upgrade in progress, another user, another protocol
+    /// version, shutting down.
+    pub refused: AtomicU64,
+    /// Successors that failed before `Ready`: they could not start, went away, broke the
+    /// protocol or took too long.
+    pub failed: AtomicU64,
+}
 
 /// What the control loop hears from the upgrade machinery.
 #[derive(Debug)]
@@ -118,7 +135,10 @@ impl Handover {
         };
         let pid = match channel.check_peer() {
             Ok(pid) => pid.max(0) as u32,
-            Err(e) => return tracing::warn!(kind = e.kind(), "upgrade connection refused: {e}"),
+            Err(e) => {
+                STATS.refused.fetch_add(1, Ordering::Relaxed);
+                return tracing::warn!(kind = e.kind(), "upgrade connection refused: {e}");
+            }
         };
         {
             let mut busy = lock(&self.busy);
@@ -129,12 +149,14 @@ impl Handover {
                     "upgrade refused: process {other} is taking over already"
                 );
                 let _ = channel.send(&Message::Busy { pid: other });
+                STATS.refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             if lock(&self.sockets).is_none() {
                 let _ = channel.send(&Message::Refused {
                     reason: "the running gateway is shutting down",
                 });
+                STATS.refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             *busy = Some(pid);
@@ -148,6 +170,11 @@ impl Handover {
             );
         }
         if let Err(e) = &result {
+            let counter = match e {
+                UpgradeError::Refused(_) => &STATS.refused,
+                _ => &STATS.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
             let reason = e.to_string();
             tracing::error!(
                 successor = pid,
