@@ -46,10 +46,14 @@ pub async fn serve<S>(
 {
     let park = ParkState::new();
     let mut b = hyper::server::conn::http1::Builder::new();
-    b.timer(HeadTimer::new(park.clone(), park::RELEASE_AFTER))
-        .keep_alive(true)
-        .header_read_timeout(server.client_header_timeout.get())
-        .max_buf_size(server.max_request_header_bytes.max(8192));
+    b.timer(HeadTimer::new(
+        park.clone(),
+        park::RELEASE_AFTER,
+        server.client_header_timeout.get(),
+    ))
+    .keep_alive(true)
+    .header_read_timeout(server.client_header_timeout.get())
+    .max_buf_size(server.max_request_header_bytes.max(8192));
     let timeouts = Timeouts {
         idle: server.client_idle_timeout.get(),
         header: None,

@@ -40,7 +40,9 @@ use tokio::net::TcpStream;
 /// which matters only for a client that pauses this long between requests many times a second.
 pub const RELEASE_AFTER: Duration = Duration::from_millis(250);
 
-/// What hyper's timer, the stream below hyper and the connection share.
+/// What hyper's timer, the stream below hyper and the connection share. Only the connection's
+/// own task touches it (hyper polls its timer and its stream there): atomics because hyper's
+/// timer must be `Sync`, plain loads and stores because nothing runs concurrently.
 #[derive(Debug, Default)]
 pub struct ParkState {
     /// Header-wait sleeps alive: hyper holds one while it waits for a request head.
@@ -74,23 +76,35 @@ impl ParkState {
         self.fed.store(false, Ordering::Relaxed);
     }
 
+    fn count_waits(&self, up: bool) {
+        let n = self.waits.load(Ordering::Relaxed);
+        self.waits
+            .store(if up { n + 1 } else { n.saturating_sub(1) }, Ordering::Relaxed);
+    }
+
     fn parkable(&self) -> bool {
         self.waits.load(Ordering::Relaxed) > 0 && self.due.load(Ordering::Relaxed) && !self.fed.load(Ordering::Relaxed)
     }
 }
 
-/// hyper's timer for an HTTP/1.1 server connection (used for its header-read timeout only): a
-/// tokio timer whose sleeps also mark the header waits in a [`ParkState`].
+/// hyper's timer for an HTTP/1.1 server connection, which hyper uses for its header-read
+/// timeout only: a tokio timer whose sleeps also mark the header waits in a [`ParkState`].
 #[derive(Debug, Clone)]
 pub struct HeadTimer {
     state: Arc<ParkState>,
     release_after: Duration,
+    header_timeout: Duration,
 }
 
 impl HeadTimer {
-    /// A timer marking waits in `state`, due after `release_after`.
-    pub fn new(state: Arc<ParkState>, release_after: Duration) -> Self {
-        Self { state, release_after }
+    /// A timer marking waits in `state`, due after `release_after`; hyper's header-read timeout
+    /// is `header_timeout` (a deadline it asks for began that long before it: no clock read).
+    pub fn new(state: Arc<ParkState>, release_after: Duration, header_timeout: Duration) -> Self {
+        Self {
+            state,
+            release_after,
+            header_timeout,
+        }
     }
 }
 
@@ -100,7 +114,7 @@ impl hyper::rt::Timer for HeadTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        self.state.waits.fetch_add(1, Ordering::Relaxed);
+        self.state.count_waits(true);
         self.state.wait_began();
         let (first, header_deadline) = self.deadlines(deadline);
         Box::pin(HeadSleep {
@@ -133,11 +147,9 @@ impl HeadTimer {
     /// first).
     fn deadlines(&self, deadline: Instant) -> (tokio::time::Instant, Option<tokio::time::Instant>) {
         let deadline = tokio::time::Instant::from_std(deadline);
-        let release = tokio::time::Instant::now() + self.release_after;
-        if release < deadline {
-            (release, Some(deadline))
-        } else {
-            (deadline, None)
+        match (deadline - self.header_timeout).checked_add(self.release_after) {
+            Some(release) if self.release_after < self.header_timeout => (release, Some(deadline)),
+            _ => (deadline, None),
         }
     }
 }
@@ -155,7 +167,7 @@ pin_project! {
     impl PinnedDrop for HeadSleep {
         fn drop(this: Pin<&mut Self>) {
             let state = this.project().state;
-            state.waits.fetch_sub(1, Ordering::Relaxed);
+            state.count_waits(false);
             state.due.store(false, Ordering::Relaxed);
         }
     }

@@ -28,11 +28,13 @@ async fn read_once<S: AsyncRead + Unpin>(io: &mut S) -> Option<Vec<u8>> {
 }
 
 const RELEASE: Duration = Duration::from_millis(20);
+/// hyper's header-read timeout in these tests (the waits below ask for deadlines this far).
+const HEADER: Duration = Duration::from_secs(30);
 
 /// A header wait (as hyper arms one) whose release moment has passed: the sleep, polled once
 /// after it, marks the wait due and goes on to the header deadline.
 async fn due_wait(timer: &HeadTimer) -> Pin<Box<dyn hyper::rt::Sleep>> {
-    let mut sleep = timer.sleep_until(timer.now() + Duration::from_secs(30));
+    let mut sleep = timer.sleep_until(timer.now() + HEADER);
     assert!(poll_once(&mut sleep).await.is_pending());
     tokio::time::sleep(RELEASE * 2).await;
     assert!(
@@ -45,10 +47,10 @@ async fn due_wait(timer: &HeadTimer) -> Pin<Box<dyn hyper::rt::Sleep>> {
 #[tokio::test]
 async fn a_due_wait_with_nothing_to_read_ends_the_stream_for_hyper() {
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
     let (client, server) = tokio::io::duplex(1024);
     let mut io = ParkIo::new(server, state.clone(), Bytes::new());
-    let waiting = timer.sleep_until(timer.now() + Duration::from_secs(30));
+    let waiting = timer.sleep_until(timer.now() + HEADER);
     // Not yet due: an empty socket is waited on, as ever.
     assert_eq!(read_once(&mut io).await, None);
     assert!(!state.parked());
@@ -64,10 +66,10 @@ async fn a_due_wait_with_nothing_to_read_ends_the_stream_for_hyper() {
 #[tokio::test]
 async fn bytes_during_the_wait_keep_it_from_being_parked() {
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
     let (mut client, server) = tokio::io::duplex(1024);
     let mut io = ParkIo::new(server, state.clone(), Bytes::new());
-    let mut sleep = timer.sleep_until(timer.now() + Duration::from_secs(30));
+    let mut sleep = timer.sleep_until(timer.now() + HEADER);
     assert!(poll_once(&mut sleep).await.is_pending());
     // Half a request head arrives before the release moment...
     client.write_all(b"GET / HT").await.unwrap();
@@ -85,7 +87,7 @@ async fn bytes_during_the_wait_keep_it_from_being_parked() {
 async fn no_wait_no_park() {
     // A due mark without a header wait alive (hyper reads a body, or writes): never parked.
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
     let (_client, server) = tokio::io::duplex(1024);
     let mut io = ParkIo::new(server, state.clone(), Bytes::new());
     let sleep = due_wait(&timer).await;
@@ -97,11 +99,11 @@ async fn no_wait_no_park() {
 #[tokio::test]
 async fn rewound_bytes_come_first_and_count_as_arrived() {
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
     let (mut client, server) = tokio::io::duplex(1024);
     let mut io = ParkIo::new(server, state.clone(), Bytes::from_static(b"GET /a"));
     client.write_all(b" HTTP/1.1\r\n").await.unwrap();
-    let mut sleep = timer.sleep_until(timer.now() + Duration::from_secs(30));
+    let mut sleep = timer.sleep_until(timer.now() + HEADER);
     assert_eq!(read_once(&mut io).await.as_deref(), Some(&b"GET /a"[..]));
     assert_eq!(read_once(&mut io).await.as_deref(), Some(&b" HTTP/1.1\r\n"[..]));
     tokio::time::sleep(RELEASE * 2).await;
@@ -112,14 +114,19 @@ async fn rewound_bytes_come_first_and_count_as_arrived() {
 #[tokio::test]
 async fn the_header_deadline_still_fires_after_the_release_moment() {
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
-    let started = tokio::time::Instant::now();
     let header = Duration::from_millis(120);
-    timer.sleep_until(timer.now() + header).await;
+    let timer = HeadTimer::new(state.clone(), RELEASE, header);
+    let started = tokio::time::Instant::now();
+    let mut sleep = timer.sleep_until(timer.now() + header);
+    assert!(poll_once(&mut sleep).await.is_pending());
+    tokio::time::sleep(RELEASE * 2).await;
+    assert!(poll_once(&mut sleep).await.is_pending(), "not at the release moment");
+    assert!(state.parkable(), "the release moment passed: the wait is due");
+    sleep.await;
     assert!(started.elapsed() >= header, "fired at {:?}", started.elapsed());
     // A header timeout shorter than the release: the sleep is just the header timeout.
     let started = tokio::time::Instant::now();
-    let slow = HeadTimer::new(state.clone(), Duration::from_secs(30));
+    let slow = HeadTimer::new(state.clone(), Duration::from_secs(30), header);
     slow.sleep_until(slow.now() + header).await;
     assert!(started.elapsed() >= header && started.elapsed() < Duration::from_secs(30));
     assert_eq!(state.waits.load(Ordering::Relaxed), 0, "dropped sleeps end their waits");
@@ -128,10 +135,10 @@ async fn the_header_deadline_still_fires_after_the_release_moment() {
 #[tokio::test]
 async fn reset_rearms_the_same_wait() {
     let state = ParkState::new();
-    let timer = HeadTimer::new(state.clone(), RELEASE);
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
     let mut sleep = due_wait(&timer).await;
     assert!(state.parkable());
-    timer.reset(&mut sleep, timer.now() + Duration::from_secs(30));
+    timer.reset(&mut sleep, timer.now() + HEADER);
     assert_eq!(state.waits.load(Ordering::Relaxed), 1);
     assert!(!state.parkable(), "a re-armed wait starts over");
     drop(sleep);
