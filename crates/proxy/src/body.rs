@@ -1,4 +1,7 @@
-//! The one response/request body type of the data path: a boxed stream of `Bytes`.
+//! The body types of the data path: [`Body`], a boxed stream of `Bytes` (responses, and
+//! requests on their way to an origin), and [`ClientBody`], a request body as it comes from a
+//! client, whatever protocol brought it (hyper's for HTTP/1.1 and HTTP/2, a stream for the
+//! servers that are not hyper's, such as HTTP/3).
 
 use bytes::Bytes;
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
@@ -87,4 +90,157 @@ where
         }
     })
     .await;
+}
+
+/// How a client broke its request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFault {
+    /// The client's bytes were wrong (a malformed chunked body, DATA beyond its content-length):
+    /// answered 400.
+    Malformed,
+    /// The client went away or reset the stream: logged as 499.
+    Abandoned,
+}
+
+/// A request body that failed on the client's side.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientBodyError {
+    /// From hyper's HTTP/1.1 or HTTP/2 server.
+    #[error("request body: {0}")]
+    Hyper(#[from] hyper::Error),
+    /// The client's bytes were wrong (a server that is not hyper's says so).
+    #[error("malformed request body: {0}")]
+    Malformed(BoxError),
+    /// The client went away or reset the stream (a server that is not hyper's says so).
+    #[error("request body abandoned: {0}")]
+    Abandoned(BoxError),
+}
+
+impl ClientBodyError {
+    /// Whether the client's bytes were wrong or the client went away.
+    pub fn fault(&self) -> ClientFault {
+        match self {
+            Self::Hyper(e) => hyper_fault(e),
+            Self::Malformed(_) => ClientFault::Malformed,
+            Self::Abandoned(_) => ClientFault::Abandoned,
+        }
+    }
+}
+
+impl tlsgate_error::Classify for ClientBodyError {
+    fn side(&self) -> tlsgate_error::Side {
+        tlsgate_error::Side::Downstream
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.fault() {
+            ClientFault::Malformed => "bad_request_body",
+            ClientFault::Abandoned => "client_abandoned",
+        }
+    }
+
+    fn retry_safe(&self) -> bool {
+        false
+    }
+}
+
+/// Tells a malformed body (the client's bytes were wrong) from one the client abandoned.
+fn hyper_fault(e: &hyper::Error) -> ClientFault {
+    use std::error::Error as _;
+    if e.is_incomplete_message() {
+        return ClientFault::Abandoned;
+    }
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => ClientFault::Malformed,
+                _ => ClientFault::Abandoned,
+            };
+        }
+        if let Some(h2) = s.downcast_ref::<h2::Error>() {
+            // The client reset the stream or the connection died: abandoned. A reset the
+            // gateway's HTTP/2 layer sent itself means the client broke the protocol
+            // (e.g. DATA beyond its content-length).
+            return if h2.is_remote() || h2.is_io() || h2.is_go_away() {
+                ClientFault::Abandoned
+            } else {
+                ClientFault::Malformed
+            };
+        }
+        source = s.source();
+    }
+    ClientFault::Abandoned
+}
+
+/// A boxed client body stream of a server that is not hyper's.
+pub type ClientStream = std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = ClientBodyError> + Send>>;
+
+/// A request body from a client, whatever protocol brought it: the request path
+/// ([`crate::request::service::handle`]) takes this, so every server feeds the same proxy layer.
+pub enum ClientBody {
+    /// hyper's HTTP/1.1 or HTTP/2 server (no box: the common case).
+    Hyper(hyper::body::Incoming),
+    /// Another server's body (HTTP/3).
+    Stream(ClientStream),
+}
+
+impl ClientBody {
+    /// A body of another server than hyper's.
+    pub fn stream<B>(body: B) -> Self
+    where
+        B: http_body::Body<Data = Bytes, Error = ClientBodyError> + Send + 'static,
+    {
+        Self::Stream(Box::pin(body))
+    }
+}
+
+impl From<hyper::body::Incoming> for ClientBody {
+    fn from(b: hyper::body::Incoming) -> Self {
+        Self::Hyper(b)
+    }
+}
+
+impl std::fmt::Debug for ClientBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Hyper(b) => b.fmt(f),
+            Self::Stream(_) => f.write_str("ClientBody::Stream"),
+        }
+    }
+}
+
+impl http_body::Body for ClientBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, ClientBodyError>>> {
+        use std::task::Poll;
+        match self.get_mut() {
+            Self::Hyper(b) => match std::pin::Pin::new(b).poll_frame(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            Self::Stream(b) => b.as_mut().poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Hyper(b) => b.is_end_stream(),
+            Self::Stream(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Self::Hyper(b) => b.size_hint(),
+            Self::Stream(b) => b.size_hint(),
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! [`http1`]: super::http1
 //! [`http2`]: super::http2
 
+use crate::body::ClientBody;
 use crate::context::ConnContext;
 use crate::downstream::io::{Activity, MeteredStream};
 use crate::downstream::records::{RecordPolicy, RecordSizer};
@@ -78,7 +79,9 @@ pub async fn serve_tls(
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
-        let service = hyper::service::service_fn(move |req| handle(ctx.clone(), req));
+        let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            handle(ctx.clone(), req.map(ClientBody::Hyper))
+        });
         Box::pin(http2::serve(
             tls,
             service,
@@ -97,7 +100,7 @@ pub async fn serve_tls(
         let tunnels = ctx.clone();
         let service = hyper::service::service_fn(move |req| {
             let close = ctx.gateway.draining();
-            let response = handle(ctx.clone(), req);
+            let response = handle(ctx.clone(), req.map(ClientBody::Hyper));
             Box::pin(async move {
                 let mut response = response.await;
                 if close {

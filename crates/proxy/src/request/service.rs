@@ -1,5 +1,6 @@
 //! Per-request handling on a TLS connection: route, answer or forward, log, count.
 
+use crate::body::ClientBody;
 use crate::body::{full, Body};
 use crate::context::ConnContext;
 use crate::downstream::io::Activity;
@@ -16,7 +17,6 @@ use crate::upstream::tunnel::Upgrade;
 use crate::upstream::{Downstream, FromOrigin, UpgradeRequest};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub fn error_response(status: StatusCode, text: &'static str) -> Response<Body> 
 /// RFC 8470: early data is replayable, so only requests that are safe to repeat (GET or HEAD
 /// without a body) are served from it; the rest get 425 Too Early and the client retries after
 /// the handshake.
-fn safe_in_early_data(req: &Request<Incoming>) -> bool {
+fn safe_in_early_data(req: &Request<ClientBody>) -> bool {
     use hyper::body::Body as _;
     let no_body = req.body().is_end_stream()
         || req
@@ -77,7 +77,7 @@ async fn route_request(
     ctx: &ConnContext,
     generation: &Generation,
     site_idx: usize,
-    slot: &mut Option<Request<Incoming>>,
+    slot: &mut Option<Request<ClientBody>>,
     upstream: &mut UpstreamFacts,
 ) -> Result<Response<Body>, ProxyError> {
     let Some(req) = slot.as_ref() else {
@@ -171,7 +171,7 @@ async fn route_request(
 /// Handles one request.
 /// Logged and counted when the response's last byte is sent or, when the client goes away
 /// first, when the response or this future is dropped ([`RequestLog`]).
-pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<Incoming>) -> Result<Response<AccessBody>, Infallible> {
+pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<ClientBody>) -> Result<Response<AccessBody>, Infallible> {
     let mut log = RequestLog::new(&ctx, &req);
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
         let stats = &ctx.gateway.sessions.early_data.stats;

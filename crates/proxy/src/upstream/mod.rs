@@ -27,6 +27,7 @@ pub mod retry;
 pub mod server;
 pub mod tunnel;
 
+use crate::body::ClientBody;
 use crate::body::{full, Body, BoxError, Guarded};
 use crate::error::{ProxyError, Side};
 use crate::facts::UpstreamFacts;
@@ -38,7 +39,6 @@ use bytes::Bytes;
 use connect::ConnectError;
 use http::{header, HeaderValue, Request, Response, Uri, Version};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use pool::{OriginPool, SendError, Wire};
 use replay::Replay;
 use retry::{Failure, RequestKind, RetryBudget, RetryPolicy, RetryToken};
@@ -165,7 +165,7 @@ impl UpstreamGroup {
     /// What the access log needs (origin server, time to its header, upload) goes to `facts`.
     pub async fn forward(
         self: &Arc<Self>,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
@@ -182,7 +182,7 @@ impl UpstreamGroup {
 
     async fn try_forward(
         self: &Arc<Self>,
-        req: Request<Incoming>,
+        req: Request<ClientBody>,
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,

@@ -4,11 +4,10 @@
 //! waiting for the client, the origin's when the origin stopped reading), and how it failed if
 //! the client broke it (a malformed chunked body is a 400; a client that went away, a 499).
 
-use crate::body::BoxError;
+use crate::body::{BoxError, ClientBody, ClientFault};
 use crate::error::ProxyError;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -85,14 +84,14 @@ pin_project_lite::pin_project! {
     /// A client's request body, reporting its progress to a [`SendState`].
     pub struct TrackedBody {
         #[pin]
-        inner: Incoming,
+        inner: ClientBody,
         state: Arc<SendState>,
     }
 }
 
 impl TrackedBody {
     /// Wraps `inner`; the state is complete at once for a body that is already at its end.
-    pub fn new(inner: Incoming) -> (Self, Arc<SendState>) {
+    pub fn new(inner: ClientBody) -> (Self, Arc<SendState>) {
         let state = Arc::new(SendState::default());
         if inner.is_end_stream() {
             state.finish();
@@ -105,35 +104,6 @@ impl TrackedBody {
             state,
         )
     }
-}
-
-/// Tells a malformed body (the client's bytes were wrong) from one the client abandoned.
-fn classify(e: &hyper::Error) -> u8 {
-    use std::error::Error as _;
-    if e.is_incomplete_message() {
-        return ABANDONED;
-    }
-    let mut source = e.source();
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => MALFORMED,
-                _ => ABANDONED,
-            };
-        }
-        if let Some(h2) = s.downcast_ref::<h2::Error>() {
-            // The client reset the stream or the connection died: abandoned. A reset the
-            // gateway's HTTP/2 layer sent itself means the client broke the protocol
-            // (e.g. DATA beyond its content-length).
-            return if h2.is_remote() || h2.is_io() || h2.is_go_away() {
-                ABANDONED
-            } else {
-                MALFORMED
-            };
-        }
-        source = s.source();
-    }
-    ABANDONED
 }
 
 impl Body for TrackedBody {
@@ -161,7 +131,10 @@ impl Body for TrackedBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
-                let kind = classify(&e);
+                let kind = match e.fault() {
+                    ClientFault::Malformed => MALFORMED,
+                    ClientFault::Abandoned => ABANDONED,
+                };
                 state.client_error.store(kind, Ordering::Release);
                 state.finish();
                 Poll::Ready(Some(Err(Box::new(e))))
