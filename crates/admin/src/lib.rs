@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod guard;
+pub mod local_series;
 pub mod metrics;
 pub mod server;
 

@@ -218,6 +218,9 @@ pub struct ResultLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// This set's number in the process (tells series of two gateways in one process apart in
+    /// a worker's [`crate::local_series::LocalSeries`], even at a reused address).
+    pub instance: u64,
     /// Completed handshakes.
     pub handshakes: Family<HandshakeLabels, Counter>,
     /// Failed handshakes.
@@ -486,7 +489,9 @@ impl Metrics {
             "DER size of each served certificate chain (leaf and intermediates), by site and key type",
             certificate_chain_bytes.clone(),
         );
+        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
+            instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             registry,
             handshakes,
             handshake_failures,

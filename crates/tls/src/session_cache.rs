@@ -45,36 +45,63 @@ pub struct SessionCacheStats {
     pub remote_misses: AtomicU64,
 }
 
-/// A cached session: its DER encoding and when it expires.
-type Entry = (Vec<u8>, Instant);
+/// A cached session: its DER encoding, when it expires and when it was last used.
+type Entry = (Vec<u8>, Instant, Instant);
 
-/// A bounded, expiring session-ID cache shared by every worker.
+/// Caches of at least this many sessions are split into [`SHARDS`] LRUs, each behind its own
+/// lock, so workers resuming different sessions do not wait on one mutex.
+const SHARDED_FROM: usize = 1024;
+/// Number of LRUs a large cache is split into.
+const SHARDS: usize = 16;
+
+/// A bounded, expiring session-ID cache shared by every worker: [`SHARDS`] LRUs chosen by the
+/// session ID's first byte (IDs are random), each holding its share of the size.
 #[derive(Debug)]
 pub struct SessionCache {
-    entries: Mutex<LruCache<Vec<u8>, Entry>>,
-    timeout: Mutex<Duration>,
+    shards: Box<[Mutex<LruCache<Vec<u8>, Entry>>]>,
+    /// The session lifetime in milliseconds (read per store and lookup: no lock).
+    timeout_ms: AtomicU64,
     remote: OnceLock<Arc<dyn RemoteSessions>>,
     /// Counters.
     pub stats: SessionCacheStats,
 }
 
+/// Each of `shards` LRUs' share of `size` (rounded up: the cache holds at most `shards - 1`
+/// more than `size`).
+fn shard_capacity(size: usize, shards: usize) -> NonZeroUsize {
+    NonZeroUsize::new(size.div_ceil(shards).max(1)).expect("nonzero")
+}
+
 impl SessionCache {
     /// A cache of at most `size` sessions, each kept for `timeout`.
     pub fn new(size: usize, timeout: Duration) -> Self {
+        let n = if size >= SHARDED_FROM { SHARDS } else { 1 };
         Self {
-            entries: Mutex::new(LruCache::new(NonZeroUsize::new(size.max(1)).expect("nonzero"))),
-            timeout: Mutex::new(timeout),
+            shards: (0..n)
+                .map(|_| Mutex::new(LruCache::new(shard_capacity(size, n))))
+                .collect(),
+            timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
             remote: OnceLock::new(),
             stats: SessionCacheStats::default(),
         }
     }
 
+    fn shard(&self, id: &[u8]) -> &Mutex<LruCache<Vec<u8>, Entry>> {
+        let i = id.first().map_or(0, |b| *b as usize) % self.shards.len();
+        &self.shards[i]
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
+    }
+
     /// Applies new limits (on reload) without dropping the sessions that still fit.
     pub fn reconfigure(&self, size: usize, timeout: Duration) {
-        self.entries
-            .lock()
-            .resize(NonZeroUsize::new(size.max(1)).expect("nonzero"));
-        *self.timeout.lock() = timeout;
+        let cap = shard_capacity(size, self.shards.len());
+        for shard in self.shards.iter() {
+            shard.lock().resize(cap);
+        }
+        self.timeout_ms.store(timeout.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Puts a cluster store behind this cache (once, at startup).
@@ -84,12 +111,17 @@ impl SessionCache {
 
     /// Number of sessions held.
     pub fn len(&self) -> usize {
-        self.entries.lock().len()
+        self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn put(&self, id: Vec<u8>, der: Vec<u8>, expiry: Instant) {
+        let now = Instant::now();
+        self.shard(&id).lock().put(id, (der, expiry, now));
     }
 }
 
@@ -125,17 +157,25 @@ impl SessionCache {
     /// LRU order).
     pub fn export(&self) -> Vec<ExportedSession> {
         let now = Instant::now();
-        let entries = self.entries.lock();
-        entries
-            .iter()
-            .rev()
-            .filter(|(_, (_, expiry))| *expiry > now)
-            .map(|(id, (der, expiry))| ExportedSession {
-                id: id.clone(),
-                der: der.clone(),
-                ttl: *expiry - now,
-            })
-            .collect()
+        let mut live: Vec<(Instant, ExportedSession)> = Vec::new();
+        for shard in self.shards.iter() {
+            let entries = shard.lock();
+            live.extend(
+                entries
+                    .iter()
+                    .filter(|(_, (_, expiry, _))| *expiry > now)
+                    .map(|(id, (der, expiry, used))| {
+                        let session = ExportedSession {
+                            id: id.clone(),
+                            der: der.clone(),
+                            ttl: *expiry - now,
+                        };
+                        (*used, session)
+                    }),
+            );
+        }
+        live.sort_by_key(|(used, _)| *used);
+        live.into_iter().map(|(_, s)| s).collect()
     }
 
     /// Installs sessions of the process this one takes over from, each for the time it has
@@ -144,14 +184,13 @@ impl SessionCache {
     /// many were installed.
     pub fn import<'a>(&self, sessions: impl IntoIterator<Item = (&'a [u8], &'a [u8], Duration)>) -> usize {
         let now = Instant::now();
-        let timeout = *self.timeout.lock();
-        let mut entries = self.entries.lock();
+        let timeout = self.timeout();
         let mut installed = 0;
         for (id, der, ttl) in sessions {
             if ttl.is_zero() || id.is_empty() {
                 continue;
             }
-            entries.put(id.to_vec(), (der.to_vec(), now + ttl.min(timeout)));
+            self.put(id.to_vec(), der.to_vec(), now + ttl.min(timeout));
             installed += 1;
         }
         installed
@@ -167,11 +206,11 @@ impl SessionStore for SessionCache {
             return;
         }
         let Ok(der) = session.to_der() else { return };
-        let timeout = *self.timeout.lock();
+        let timeout = self.timeout();
         if let Some(remote) = self.remote.get() {
             remote.store(&id, &der, timeout);
         }
-        self.entries.lock().put(id, (der, Instant::now() + timeout));
+        self.put(id, der, Instant::now() + timeout);
         self.stats.stored.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -179,9 +218,13 @@ impl SessionStore for SessionCache {
     /// else in the cluster store (marked by [`SessionStore::pending_resumed`] on success).
     fn lookup(self: Arc<Self>, ssl: &SslRef, id: &[u8]) -> Option<SessionLookup> {
         let found = {
-            let mut entries = self.entries.lock();
-            match entries.get(id) {
-                Some((der, expiry)) if *expiry > Instant::now() => Some(der.clone()),
+            let now = Instant::now();
+            let mut entries = self.shard(id).lock();
+            match entries.get_mut(id) {
+                Some((der, expiry, used)) if *expiry > now => {
+                    *used = now;
+                    Some(der.clone())
+                }
                 Some(_) => {
                     entries.pop(id);
                     None
@@ -206,8 +249,8 @@ impl SessionStore for SessionCache {
             match &der {
                 Some(der) => {
                     self.stats.remote_hits.fetch_add(1, Ordering::Relaxed);
-                    let expiry = Instant::now() + *self.timeout.lock();
-                    self.entries.lock().put(id, (der.clone(), expiry));
+                    let expiry = Instant::now() + self.timeout();
+                    self.put(id, der.clone(), expiry);
                 }
                 None => {
                     self.stats.remote_misses.fetch_add(1, Ordering::Relaxed);
@@ -301,6 +344,28 @@ mod tests {
             0,
             "expired skipped"
         );
+    }
+
+    #[test]
+    fn a_large_cache_is_sharded_and_exports_in_use_order() {
+        let cache = SessionCache::new(SHARDED_FROM, Duration::from_secs(60));
+        assert_eq!(cache.shards.len(), SHARDS);
+        let now = Instant::now();
+        for b in 0..=255u8 {
+            cache.put(vec![b, 1], vec![b], now + Duration::from_secs(60));
+        }
+        assert_eq!(cache.len(), 256, "spread over the shards, none full");
+        // Used again: comes out last.
+        let used = cache.shard(&[7, 1]).lock().get_mut(&vec![7u8, 1]).map(|e| {
+            e.2 = Instant::now();
+        });
+        assert!(used.is_some());
+        let exported = cache.export();
+        assert_eq!(exported.len(), 256);
+        assert_eq!(exported.last().map(|s| s.id.clone()), Some(vec![7, 1]));
+        // Each shard holds its share of the size.
+        cache.reconfigure(SHARDS, Duration::from_secs(60));
+        assert_eq!(cache.len(), SHARDS, "one per shard left");
     }
 
     /// A cluster store holding what it was given, answering at once.

@@ -8,10 +8,13 @@ use crate::facts::{millis, TlsFacts};
 use crate::gateway::{Gateway, Generation};
 use crate::identity::ClientIdentity;
 use boring::ssl::NameType;
+use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tlsgate_admin::local_series::LocalSeries;
 use tlsgate_admin::metrics::{FailureLabels, HandshakeLabels, OutcomeLabels, RefusedLabels, TfoLabels};
 use tlsgate_tls::{HandshakeFailure, HandshakeInfo, Resumption};
 use tokio::io::AsyncWriteExt;
@@ -20,6 +23,16 @@ use tokio_boring::SslStream;
 
 /// What BoringSSL reports when plain HTTP arrives on a TLS port; we answer it in plain HTTP.
 const PLAINTEXT_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 52\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use https:// to connect.\r\n\r\n";
+
+thread_local! {
+    /// This worker's handles on `tlsgate_handshakes_total` series: no shared lock per handshake.
+    static HANDSHAKES: RefCell<LocalSeries<HandshakeLabels, Counter>> = RefCell::default();
+    /// This worker's handles on `tlsgate_handshake_failures_total` series (a flood of failing
+    /// handshakes takes no shared lock either).
+    static FAILURES: RefCell<LocalSeries<FailureLabels, Counter>> = RefCell::default();
+    /// This worker's handles on `tlsgate_handshake_duration_seconds` series.
+    static DURATIONS: RefCell<LocalSeries<OutcomeLabels, Histogram>> = RefCell::default();
+}
 
 /// A completed handshake: the stream and what the rest of the connection needs to know.
 pub struct Established {
@@ -70,12 +83,10 @@ pub async fn accept(
     // The access rules by JA4 try their source networks at the ClientHello (nothing otherwise).
     generation.tls.fingerprints().prepare(&mut ssl, peer.ip());
     let fail = |failure: HandshakeFailure| {
-        metrics
-            .handshake_failures
-            .get_or_create(&FailureLabels {
-                reason: failure.label(),
-            })
-            .inc();
+        let labels = FailureLabels {
+            reason: failure.label(),
+        };
+        FAILURES.with_borrow_mut(|local| local.get(metrics.instance, &metrics.handshake_failures, &labels).inc());
         count_tfo("-");
     };
     let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
@@ -125,28 +136,31 @@ pub async fn accept(
     let site_idx = generation.tls.site_of(tls.ssl()).unwrap_or(0);
     let site_label = generation.sites[site_idx].label;
     count_tfo(site_label);
-    metrics
-        .handshakes
-        .get_or_create(&HandshakeLabels {
-            site: site_label,
-            outcome: info.resumption.as_str(),
-            version: info.version,
-            cipher: info.cipher,
-            group: info.group,
-            cert: info.cert_type.as_str(),
-            stapled: if info.stapled { "yes" } else { "no" },
-        })
-        .inc();
+    let labels = HandshakeLabels {
+        site: site_label,
+        outcome: info.resumption.as_str(),
+        version: info.version,
+        cipher: info.cipher,
+        group: info.group,
+        cert: info.cert_type.as_str(),
+        stapled: if info.stapled { "yes" } else { "no" },
+    };
+    HANDSHAKES.with_borrow_mut(|local| local.get(metrics.instance, &metrics.handshakes, &labels).inc());
     let outcome = if info.resumption == Resumption::Full {
         "full"
     } else {
         "resumed"
     };
     let handshake_time = started.elapsed();
-    metrics
-        .handshake_duration
-        .get_or_create(&OutcomeLabels { outcome })
-        .observe(handshake_time.as_secs_f64());
+    DURATIONS.with_borrow_mut(|local| {
+        local
+            .get(
+                metrics.instance,
+                &metrics.handshake_duration,
+                &OutcomeLabels { outcome },
+            )
+            .observe(handshake_time.as_secs_f64());
+    });
     // Once per connection, resumed or not (the session keeps the client's certificate).
     let client_identity = tlsgate_tls::ClientIdentity::of(tls.ssl()).map(|id| Box::new(ClientIdentity::new(id)));
     // For the access log, once per connection (the strings are static but the SNI).
