@@ -46,8 +46,8 @@ impl HeaderEdits {
 }
 
 /// A network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`; a bare address is a /32 or /128).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Cidr {
     addr: IpAddr,
     prefix: u8,
@@ -131,6 +131,12 @@ impl Cidr {
             v4 => v4,
         };
         ip.is_ipv4() == self.addr.is_ipv4() && self.mask_bits(ip) == bits(self.addr)
+    }
+}
+
+impl From<Cidr> for String {
+    fn from(c: Cidr) -> Self {
+        c.to_string()
     }
 }
 

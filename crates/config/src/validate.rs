@@ -22,6 +22,7 @@ mod upstreams;
 
 pub use crate::error::ConfigError;
 pub use crate::issue::{Issue, Severity};
+pub use fingerprints::check_access_rules;
 pub use secrets::secret_file_permissions;
 
 use crate::model::Config;

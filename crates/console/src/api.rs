@@ -1,5 +1,5 @@
 //! The JSON API (docs/CONSOLE.md, docs/console-openapi.yaml): overview, document, history,
-//! member edits (bulk, one version), rollback, key servers. Each handler returns a status and
+//! member edits (bulk, one version), the access rules, rollback, key servers. Each handler returns a status and
 //! a JSON value; [`crate::server`] does the HTTP and the authentication.
 
 use crate::auth::Identity;
@@ -219,6 +219,56 @@ pub async fn edit_members(state: &State, who: &Identity, pool: &str, body: &[u8]
                 pool,
                 "console: members edited"
             );
+            (StatusCode::OK, json!({"version": v.version, "changes": changes}))
+        }
+        Err(e) => error(&e),
+    }
+}
+
+/// `GET /api/access-rules`: the document's access rules (`null`: every node uses its TOML's).
+pub async fn access_rules(state: &State) -> Answer {
+    match state.store.current().await {
+        Ok(v) => (
+            StatusCode::OK,
+            json!({
+                "version": v.as_ref().map(|v| v.version),
+                "rules": v.and_then(|v| v.document.access_rules),
+            }),
+        ),
+        Err(e) => error(&e),
+    }
+}
+
+/// `PUT /api/access-rules` with `{"rules": [...], "comment": "..."}`: the rules every node
+/// applies from the next version on, in order (`"rules": null` removes them from the document,
+/// and the nodes go back to their TOML's `[[access_rule]]`).
+pub async fn set_access_rules(state: &State, who: &Identity, body: &[u8]) -> Answer {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        rules: Value,
+        #[serde(default)]
+        comment: Option<String>,
+    }
+    let parsed = serde_json::from_slice::<Body>(body)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            let rules = match b.rules {
+                Value::Null => None,
+                v => Some(
+                    serde_json::from_value::<Vec<tlsgate_control::AccessRule>>(v).map_err(|e| format!("rules: {e}"))?,
+                ),
+            };
+            Ok((rules, b.comment))
+        });
+    let (rules, comment) = match parsed {
+        Ok(p) => p,
+        Err(why) => return bad_request(format!("body: {why}")),
+    };
+    let count = rules.as_ref().map(Vec::len);
+    match ctl::set_access_rules(&state.store, rules, who.author(), comment.as_deref()).await {
+        Ok((v, changes)) => {
+            tracing::info!(author = who.author(), version = v.version, rules = ?count, "console: access rules set");
             (StatusCode::OK, json!({"version": v.version, "changes": changes}))
         }
         Err(e) => error(&e),

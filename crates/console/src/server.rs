@@ -151,6 +151,8 @@ async fn route(state: &State, who: &Identity, method: &Method, path: &str, query
             }
             json(api::edit_members(state, who, &percent::decode(name, Plus::Literal), body).await)
         }
+        (&Method::GET, "/api/access-rules") => json(api::access_rules(state).await),
+        (&Method::PUT, "/api/access-rules") => json(api::set_access_rules(state, who, body).await),
         (&Method::POST, p) if p.starts_with("/api/rollback/") => match p["/api/rollback/".len()..].parse::<u64>() {
             Ok(v) => json(api::rollback(state, who, v, body).await),
             Err(_) => json(api::bad_request("use POST /api/rollback/VERSION")),

@@ -7,7 +7,7 @@
 //! published since you read.
 
 use crate::diff::{diff, render, Change};
-use crate::document::{ClusterDocument, Member};
+use crate::document::{AccessRule, ClusterDocument, Member};
 use crate::history::HistoryEntry;
 use crate::store::{ControlStore, Versioned};
 use crate::ControlError;
@@ -216,20 +216,56 @@ pub async fn edit_members(
     author: &str,
     comment: Option<&str>,
 ) -> Result<(Versioned, Vec<Change>), ControlError> {
+    modify(store, author, comment, |doc| {
+        let problems: Vec<String> = edits
+            .iter()
+            .filter_map(|(g, addr, e)| apply_member_edit(doc, g, addr, e).err())
+            .map(|e| e.to_string())
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    })
+    .await
+}
+
+/// `ctl access-rules FILE` and the console's `PUT /api/access-rules`: the document's access
+/// rules become `rules` (`None`: removed, every node goes back to its TOML's `[[access_rule]]`),
+/// the rest of the document unchanged; read-modify-write like [`edit_members`].
+pub async fn set_access_rules(
+    store: &ControlStore,
+    rules: Option<Vec<AccessRule>>,
+    author: &str,
+    comment: Option<&str>,
+) -> Result<(Versioned, Vec<Change>), ControlError> {
+    modify(store, author, comment, |doc| {
+        doc.access_rules = rules.clone();
+        Ok(())
+    })
+    .await
+}
+
+/// Applies `edit` to the current document and publishes the result as the next version,
+/// re-reading and re-applying after a conflict (a few times), so concurrent edits of different
+/// parts both land.
+async fn modify<F>(
+    store: &ControlStore,
+    author: &str,
+    comment: Option<&str>,
+    edit: F,
+) -> Result<(Versioned, Vec<Change>), ControlError>
+where
+    F: Fn(&mut ClusterDocument) -> Result<(), Vec<String>>,
+{
     let mut attempt = 0;
     loop {
         let current = store.current().await?;
         let parent = current.as_ref().map(|v| v.version);
         let before = current.map(|v| v.document).unwrap_or_default();
         let mut doc = before.clone();
-        let problems: Vec<String> = edits
-            .iter()
-            .filter_map(|(g, addr, e)| apply_member_edit(&mut doc, g, addr, e).err())
-            .map(|e| e.to_string())
-            .collect();
-        if !problems.is_empty() {
-            return Err(ControlError::Invalid(problems));
-        }
+        edit(&mut doc).map_err(ControlError::Invalid)?;
         match store.publish(&doc, author, comment, parent).await {
             Ok(v) => return Ok((v, diff(&before, &doc))),
             Err(ControlError::Conflict { .. }) if attempt < RETRIES => {

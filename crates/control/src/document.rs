@@ -1,8 +1,8 @@
 //! The cluster's dynamic configuration document and its structural validation.
 //!
 //! One [`ClusterDocument`] per cluster holds what may change at runtime without a restart:
-//! key-server pools (members, weights, drain), upstream groups (servers, weights, drain) and
-//! per-site switches. Everything else stays in each node's static TOML. Unknown fields are
+//! key-server pools (members, weights, drain), upstream groups (servers, weights, drain),
+//! per-site switches and the access rules (`[[access_rule]]`, replaced as a whole list). Everything else stays in each node's static TOML. Unknown fields are
 //! refused (`deny_unknown_fields`) so a typo cannot silently do nothing.
 //!
 //! [`ClusterDocument::validate`] checks what can be checked without the node's TOML; a gateway
@@ -37,7 +37,17 @@ pub struct ClusterDocument {
     /// Runtime switches per site (by the TOML's site name).
     #[serde(default)]
     pub sites: BTreeMap<String, SiteSwitches>,
+    /// When present, every node's `[[access_rule]]` list is this one instead of its TOML's
+    /// (tried in order, first match decides; an empty list allows everyone). Absent: the TOML's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_rules: Option<Vec<AccessRule>>,
 }
+
+/// One access rule: `[[access_rule]]`'s fields in JSON (`{"action": "deny", "cidrs":
+/// ["10.0.0.0/8"], "ja4": ["t13d…"], "name": "scanners"}`).
+pub use tlsgate_config::AccessRuleConfig as AccessRule;
+/// Most access rules in one document.
+pub const MAX_ACCESS_RULES: usize = 1000;
 
 /// One key-server pool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +109,19 @@ impl ClusterDocument {
         for name in self.sites.keys() {
             check_name(&format!("sites/{name}"), name, &mut problems);
         }
+        if let Some(rules) = &self.access_rules {
+            if rules.len() > MAX_ACCESS_RULES {
+                problems.push(format!("access_rules: more than {MAX_ACCESS_RULES} rules"));
+            }
+            let mut issues = Vec::new();
+            tlsgate_config::validate::check_access_rules(rules, &mut issues);
+            problems.extend(
+                issues
+                    .iter()
+                    .filter(|i| i.severity == tlsgate_config::Severity::Error)
+                    .map(|i| format!("access_rules/{}: {}", rule_place(&i.field), i.message)),
+            );
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -120,6 +143,17 @@ impl ClusterDocument {
             Err(problems)
         }
     }
+}
+
+/// `access_rule[3].ja4[0]` (the config checker's field) as `3/ja4/0`, the document's path.
+fn rule_place(field: &str) -> String {
+    field
+        .strip_prefix("access_rule[")
+        .unwrap_or(field)
+        .replace("].", "/")
+        .replace(']', "")
+        .replace('[', "/")
+        .replace('.', "/")
 }
 
 fn check_name(at: &str, name: &str, problems: &mut Vec<String>) {
@@ -235,6 +269,43 @@ mod tests {
         let back = ClusterDocument::from_json(&d.to_json_pretty()).unwrap();
         assert_eq!(back, d);
         assert!(!d.to_json_pretty().contains("maintenance"));
+    }
+
+    #[test]
+    fn access_rules_replace_the_list_and_are_checked() {
+        let d = ClusterDocument::from_json(
+            r#"{"access_rules": [
+                 {"action": "allow", "cidrs": ["10.1.0.0/16"]},
+                 {"action": "deny", "cidrs": ["10.0.0.0/8"], "name": "internal"}
+               ]}"#,
+        )
+        .unwrap();
+        assert_eq!(d.validate(), Ok(()));
+        let rules = d.access_rules.as_ref().unwrap();
+        assert_eq!(rules[1].cidrs[0].to_string(), "10.0.0.0/8");
+        let back = ClusterDocument::from_json(&d.to_json_pretty()).unwrap();
+        assert_eq!(back, d, "round trip through JSON");
+        assert!(
+            !ClusterDocument::default().to_json_pretty().contains("access_rules"),
+            "absent: the TOML's"
+        );
+        let bad = ClusterDocument::from_json(
+            r#"{"access_rules": [{"action": "deny", "ja4": ["nope"]}, {"action": "deny", "name": "has space"}]}"#,
+        )
+        .unwrap();
+        let problems = bad.validate().unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.starts_with("access_rules/0/ja4/0:")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with("access_rules/1/name:")),
+            "{problems:?}"
+        );
+        assert!(ClusterDocument::from_json(r#"{"access_rules": [{"action": "block"}]}"#).is_err());
+        assert!(
+            ClusterDocument::from_json(r#"{"access_rules": [{"action": "deny", "cidrs": ["10.0.0.0/33"]}]}"#).is_err()
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub mod store;
 pub mod watcher;
 
 pub use diff::{diff, Change, ChangeKind};
-pub use document::{ClusterDocument, KeyServerPool, Member, SiteSwitches, UpstreamGroup};
+pub use document::{AccessRule, ClusterDocument, KeyServerPool, Member, SiteSwitches, UpstreamGroup};
 pub use error::{ControlError, StoreConfigError};
 pub use history::HistoryEntry;
 pub use keys::{Keys, StoreConfig};

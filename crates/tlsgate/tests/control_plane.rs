@@ -254,3 +254,79 @@ fn upstream_groups_and_site_switches_follow_the_document_and_survive_a_reload() 
         "{hello}"
     );
 }
+
+#[test]
+fn access_rules_follow_the_document_and_fall_back_to_the_toml() {
+    require("curl");
+    require("redis-server");
+    let redis = StoreProcess::redis();
+    let url = redis.redis_url();
+    let top = format!(
+        "[control]\nredis_url = \"{url}\"\ncluster_name = \"it\"\nnode_id = \"solo\"\nheartbeat_interval = \"300ms\"\n\n\
+         [[access_rule]]\naction = \"deny\"\ncidrs = [\"192.0.2.0/24\"]\nname = \"from_toml\"\n"
+    );
+    let gw = common::start(&top, "");
+    let served = || gw.curl(&[], "/hello").stdout == "Hello, world!";
+    assert!(served());
+
+    let dir = tempfile::tempdir().unwrap();
+    let publish = |name: &str, json: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, json).unwrap();
+        ctl(&url, &["publish", file.to_str().unwrap()])
+    };
+    // v1: loopback denied by a rule of the document, refused at accept (before any TLS work).
+    let out = publish(
+        "v1.json",
+        r#"{"access_rules":[{"action":"allow","cidrs":["10.0.0.0/8"]},{"action":"deny","cidrs":["127.0.0.0/8"],"name":"lab"}]}"#,
+    );
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    assert!(
+        common::wait_until(Duration::from_secs(3), || !served()),
+        "{}",
+        gw.gw.log()
+    );
+    assert!(
+        gw.gw
+            .metric("tlsgate_access_refused_total", &["rule=\"lab\"", "stage=\"accept\""])
+            >= 1.0
+    );
+    // The history shows the change rule by rule.
+    assert!(ctl_ok(&url, &["history", "1"]).contains("/access_rules"));
+
+    // A malformed rule never reaches the nodes: publishing it is refused with the reason.
+    let out = publish(
+        "bad.json",
+        r#"{"access_rules":[{"action":"deny","ja4":["not-a-ja4"]}]}"#,
+    );
+    assert_ne!(out.status, Some(0), "{}", out.all());
+    assert!(out.all().contains("access_rules/0/ja4/0"), "{}", out.all());
+    assert!(!served(), "the last good version still applies");
+
+    // v2 through the console: only loopback's rule changes (allowed first); then `null` takes
+    // the rules out of the document and the TOML's list (which allows loopback) applies again,
+    // also after a reload.
+    let console = try_start_console(&url, "it", "127.0.0.1", None).unwrap_or_else(|l| panic!("{l}"));
+    let (s, v) = console.api(
+        "PUT",
+        "/api/access-rules",
+        r#"{"rules":[{"action":"allow","cidrs":["127.0.0.1"]},{"action":"deny","name":"rest"}],"comment":"lab opens"}"#,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert!(common::wait_until(Duration::from_secs(3), served), "{}", gw.gw.log());
+    let (s, v) = console.api("GET", "/api/access-rules", "");
+    assert_eq!((s, v["rules"][1]["name"].as_str()), (200, Some("rest")), "{v}");
+    let (s, v) = console.api(
+        "PUT",
+        "/api/access-rules",
+        r#"{"rules":[{"action":"deny","cidrs":["300.0.0.0/8"]}]}"#,
+    );
+    assert_eq!(s, 400, "{v}");
+    let (s, v) = console.api("PUT", "/api/access-rules", r#"{"rules":null}"#);
+    assert_eq!(s, 200, "{v}");
+    assert!(ctl_ok(&url, &["show"]).lines().all(|l| !l.contains("access_rules")));
+    assert!(served());
+    assert_eq!(gw.gw.reload().0, 200);
+    assert!(served());
+    assert!(gw.gw.metric("tlsgate_access_refused_total", &["rule=\"from_toml\""]) == 0.0);
+}

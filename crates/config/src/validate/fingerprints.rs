@@ -4,7 +4,7 @@
 
 use super::edits;
 use crate::issue::Issue;
-use crate::model::Config;
+use crate::model::{AccessRuleConfig, Config};
 use tlsgate_wire::ja4::Ja4;
 
 const JA4_EXAMPLE: &str = "t13d1516h2_8daaf6152771_02713d6af862";
@@ -21,11 +21,12 @@ fn check_ja4_list(at: &str, list: &[String], issues: &mut Vec<Issue>) {
     }
 }
 
-/// Checks the access rules, the JA4 header and the routes' `match_ja4`.
-pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
+/// Checks an `[[access_rule]]` list (the TOML's, or the one the control plane's document puts in
+/// its place): valid fingerprints, usable and distinct labels, no rule after a match-all one.
+pub fn check_access_rules(rules: &[AccessRuleConfig], issues: &mut Vec<Issue>) {
     let mut labels = std::collections::HashSet::new();
     let mut match_all: Option<usize> = None;
-    for (i, rule) in config.access_rules.iter().enumerate() {
+    for (i, rule) in rules.iter().enumerate() {
         let at = format!("access_rule[{i}]");
         check_ja4_list(&format!("{at}.ja4"), &rule.ja4, issues);
         if let Some(name) = &rule.name {
@@ -51,6 +52,11 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
             match_all = Some(i);
         }
     }
+}
+
+/// Checks the access rules, the JA4 header and the routes' `match_ja4`.
+pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
+    check_access_rules(&config.access_rules, issues);
     if let Some(name) = &config.server.ja4_header {
         check_header_name(config, name, issues);
     }

@@ -3,9 +3,9 @@
 //!
 //! Applying a version: every `[[keyless.pool]]` the document names gets the document's members
 //! (weights, drain) in place, through the same path as `PUT /keyless/pools/NAME`; pools the
-//! document leaves out go back to their TOML `servers`. Upstream groups and site switches are
-//! laid over the static TOML ([`super::overlay`]) and installed as a new configuration
-//! generation, like a reload (connections and handshakes in flight are kept); a later SIGHUP
+//! document leaves out go back to their TOML `servers`. Upstream groups, site switches and the
+//! access rules are laid over the static TOML ([`super::overlay`]) and installed as a new
+//! configuration generation, like a reload (connections and handshakes in flight are kept); a later SIGHUP
 //! reload lays the current version over the re-read file again. A version this node cannot
 //! apply (a pool, upstream or site it does not define, a switch it cannot flip, a result that
 //! fails configuration validation) is refused by this node's validator: the reasons show in the
@@ -168,7 +168,7 @@ fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
         }
     }
     let previous = APPLIED.lock().unwrap_or_else(|e| e.into_inner()).replace(doc.clone());
-    let layered = |d: &ClusterDocument| (d.upstreams.clone(), d.sites.clone());
+    let layered = |d: &ClusterDocument| (d.upstreams.clone(), d.sites.clone(), d.access_rules.clone());
     if previous.as_ref().map(layered) != Some(layered(doc)) && (overlay::touches_config(doc) || previous.is_some()) {
         let base = BASE.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let installed = base
@@ -179,10 +179,10 @@ fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
             Ok(id) => tracing::info!(
                 version,
                 generation = id,
-                "control plane: upstream groups and site switches installed"
+                "control plane: upstream groups, site switches and access rules installed"
             ),
             Err(e) => {
-                tracing::error!(version, error = %e, "control plane: could not install upstream groups and site switches")
+                tracing::error!(version, error = %e, "control plane: could not install upstream groups, site switches and access rules")
             }
         }
     }

@@ -11,6 +11,10 @@
 //! - `sites.NAME.early_data` is refused: 0-RTT is one setting for the whole node here
 //!   (`[tls.tickets] early_data`).
 //!
+//! - `access_rules`, when present, replaces the TOML's `[[access_rule]]` list as a whole (an
+//!   empty list allows every client); the new generation compiles it, so connections accepted
+//!   from then on are judged by it, and established ones are left alone.
+//!
 //! Key-server pools are not part of the overlay: they change in place (`control_plane`).
 
 use tlsgate_config::{Config, FixedResponseConfig, RouteConfig};
@@ -69,6 +73,9 @@ pub fn overlay(base: &Config, doc: &ClusterDocument) -> Result<Config, Vec<Strin
             }];
         }
     }
+    if let Some(rules) = &doc.access_rules {
+        config.access_rules = rules.clone();
+    }
     if problems.is_empty() {
         Ok(config)
     } else {
@@ -78,7 +85,7 @@ pub fn overlay(base: &Config, doc: &ClusterDocument) -> Result<Config, Vec<Strin
 
 /// Whether `doc` changes anything [`overlay`] lays over the TOML.
 pub fn touches_config(doc: &ClusterDocument) -> bool {
-    !doc.upstreams.is_empty() || !doc.sites.is_empty()
+    !doc.upstreams.is_empty() || !doc.sites.is_empty() || doc.access_rules.is_some()
 }
 
 #[cfg(test)]
@@ -148,5 +155,23 @@ servers = ["127.0.0.1:1"]
         .unwrap_err();
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(!touches_config(&doc("{}")));
+    }
+
+    #[test]
+    fn access_rules_replace_the_tomls_list() {
+        let mut with_rules = base();
+        with_rules.access_rules =
+            tlsgate_config::parse("[[access_rule]]\naction = \"deny\"\ncidrs = [\"10.0.0.0/8\"]\n")
+                .expect("rules")
+                .access_rules;
+        let d = doc(r#"{"access_rules":[{"action":"deny","cidrs":["192.0.2.0/24"],"name":"lab"}]}"#);
+        assert!(touches_config(&d));
+        let c = overlay(&with_rules, &d).expect("applies");
+        assert_eq!(c.access_rules.len(), 1);
+        assert_eq!(c.access_rules[0].label(0), "lab");
+        let c = overlay(&with_rules, &doc(r#"{"access_rules":[]}"#)).expect("applies");
+        assert!(c.access_rules.is_empty(), "an empty list allows everyone");
+        let c = overlay(&with_rules, &doc("{}")).expect("applies");
+        assert_eq!(c.access_rules.len(), 1, "absent: the TOML's rules stay");
     }
 }
