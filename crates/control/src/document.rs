@@ -152,8 +152,7 @@ fn rule_place(field: &str) -> String {
         .unwrap_or(field)
         .replace("].", "/")
         .replace(']', "")
-        .replace('[', "/")
-        .replace('.', "/")
+        .replace(['[', '.'], "/")
 }
 
 fn check_name(at: &str, name: &str, problems: &mut Vec<String>) {

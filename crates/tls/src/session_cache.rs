@@ -48,6 +48,9 @@ pub struct SessionCacheStats {
 /// A cached session: its DER encoding, when it expires and when it was last used.
 type Entry = (Vec<u8>, Instant, Instant);
 
+/// One LRU of the cache, behind its lock.
+type Shard = Mutex<LruCache<Vec<u8>, Entry>>;
+
 /// Caches of at least this many sessions are split into [`SHARDS`] LRUs, each behind its own
 /// lock, so workers resuming different sessions do not wait on one mutex.
 const SHARDED_FROM: usize = 1024;
@@ -58,7 +61,7 @@ const SHARDS: usize = 16;
 /// session ID's first byte (IDs are random), each holding its share of the size.
 #[derive(Debug)]
 pub struct SessionCache {
-    shards: Box<[Mutex<LruCache<Vec<u8>, Entry>>]>,
+    shards: Box<[Shard]>,
     /// The session lifetime in milliseconds (read per store and lookup: no lock).
     timeout_ms: AtomicU64,
     remote: OnceLock<Arc<dyn RemoteSessions>>,
@@ -86,7 +89,7 @@ impl SessionCache {
         }
     }
 
-    fn shard(&self, id: &[u8]) -> &Mutex<LruCache<Vec<u8>, Entry>> {
+    fn shard(&self, id: &[u8]) -> &Shard {
         let i = id.first().map_or(0, |b| *b as usize) % self.shards.len();
         &self.shards[i]
     }

@@ -242,6 +242,21 @@ fn connections_without_a_valid_header_are_closed_and_counted() {
     assert!(closed_by_gateway(&mut half));
     wait_count(&f, "timeout", timeout + 2.0);
 
+    // A header in two halves 600 ms apart, then no TLS: the header and the handshake share the
+    // one handshake_timeout (1 s) from the accept, not 1 s each (which would close at 1.6 s).
+    let started = std::time::Instant::now();
+    let mut slow = TcpStream::connect(("127.0.0.1", pp)).unwrap();
+    let header = v1("192.0.2.9:1000".parse().unwrap());
+    slow.write_all(&header[..10]).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    slow.write_all(&header[10..]).unwrap();
+    assert!(closed_by_gateway(&mut slow));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_millis(1450),
+        "closed after {took:?}"
+    );
+
     // Half a header, then the client leaves.
     let mut gone = TcpStream::connect(("127.0.0.1", pp)).unwrap();
     gone.write_all(&V2_SIGNATURE[..8]).unwrap();

@@ -20,7 +20,8 @@ use tokio::net::TcpStream;
 
 /// Serves one accepted TCP connection to completion. `tfo` names the listener when the
 /// connection's SYN carried data accepted by TCP Fast Open; `local` is the address a PROXY
-/// header said the client connected to (else the socket's own is read).
+/// header said the client connected to (else the socket's own is read); the handshake must end
+/// within `handshake_timeout` of `accepted` (a PROXY header's read counts).
 pub async fn serve_tls(
     gateway: Arc<Gateway>,
     tcp: TcpStream,
@@ -28,6 +29,7 @@ pub async fn serve_tls(
     local: Option<SocketAddr>,
     guard: ConnGuard,
     tfo: Option<&'static str>,
+    accepted: std::time::Instant,
 ) {
     let _guard = guard;
     // One getsockname per connection: what a group with `send_proxy_protocol` announces.
@@ -40,7 +42,17 @@ pub async fn serve_tls(
     // The handshake's state and each protocol's are boxed: the task's own allocation, which
     // lives as long as the connection, then holds only what they share (an HTTP/1.1 connection
     // does not carry room for HTTP/2's state, nor either for the handshake's).
-    let Some(done) = Box::pin(handshake::accept(&gateway, &generation, stream, &activity, peer, tfo)).await else {
+    let Some(done) = Box::pin(handshake::accept(
+        &gateway,
+        &generation,
+        stream,
+        &activity,
+        peer,
+        tfo,
+        accepted,
+    ))
+    .await
+    else {
         return;
     };
     let site = &generation.sites[done.site_idx];

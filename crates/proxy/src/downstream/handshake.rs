@@ -50,7 +50,8 @@ pub struct Established {
 
 /// Runs the handshake of an accepted connection and counts its outcome; `None` when it failed
 /// (already counted and logged). `tfo` names the listener when the SYN carried TCP Fast Open
-/// data (counted per site once it is known).
+/// data (counted per site once it is known). The deadlines count from `accepted` (what went
+/// before the handshake, a PROXY header, spent part of them).
 pub async fn accept(
     gateway: &Gateway,
     generation: &Generation,
@@ -58,6 +59,7 @@ pub async fn accept(
     activity: &Activity,
     peer: SocketAddr,
     tfo: Option<&'static str>,
+    accepted: Instant,
 ) -> Option<Established> {
     let count_tfo = |site: &'static str| {
         if let Some(listener) = tfo {
@@ -68,7 +70,7 @@ pub async fn accept(
                 .inc();
         }
     };
-    let started = Instant::now();
+    let started = accepted;
     let server = &generation.config.server;
     let metrics = &gateway.metrics;
     let mut ssl = match generation.tls.new_ssl() {
@@ -90,11 +92,12 @@ pub async fn accept(
         count_tfo("-");
     };
     let accept = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
+    let spent = started.elapsed();
     let mut tls = match handshake_deadlines(
         accept,
         activity,
         server.silent_timeout.get(),
-        server.handshake_timeout.get(),
+        server.handshake_timeout.get().saturating_sub(spent),
     )
     .await
     {

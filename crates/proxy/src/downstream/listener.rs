@@ -282,7 +282,15 @@ fn serve(
 ) {
     match config.kind {
         ListenerKind::Https => {
-            tokio::spawn(crate::downstream::conn::serve_tls(gateway, tcp, peer, None, guard, tfo));
+            tokio::spawn(crate::downstream::conn::serve_tls(
+                gateway,
+                tcp,
+                peer,
+                None,
+                guard,
+                tfo,
+                std::time::Instant::now(),
+            ));
         }
         ListenerKind::Redirect => {
             tokio::spawn(crate::downstream::redirect::serve_redirect(
@@ -296,9 +304,10 @@ fn serve(
     }
 }
 
-/// Reads the PROXY protocol header of a connection from a trusted balancer (within the handshake
-/// timeout), counts the client it names against `per_source`, then serves the connection as
-/// coming from that client.
+/// Reads the PROXY protocol header of a connection from a trusted balancer, counts the client it
+/// names against `per_source`, then serves the connection as coming from that client. The header
+/// and the TLS handshake share one `handshake_timeout`, counted from the accept: a balancer (or
+/// whoever reaches its port) that dribbles the header cannot hold a connection twice as long.
 async fn serve_proxied(
     gateway: Arc<Gateway>,
     mut tcp: tokio::net::TcpStream,
@@ -308,6 +317,7 @@ async fn serve_proxied(
     tfo: Option<&'static str>,
     per_source: usize,
 ) {
+    let accepted = std::time::Instant::now();
     let timeout = gateway.current().config.server.handshake_timeout.get();
     let Ok(ends) = proxy_header::accept(&mut tcp, peer, timeout, &gateway.metrics).await else {
         return;
@@ -322,7 +332,7 @@ async fn serve_proxied(
     }
     match config.kind {
         ListenerKind::Https => {
-            crate::downstream::conn::serve_tls(gateway, tcp, client, Some(ends.destination), guard, tfo).await
+            crate::downstream::conn::serve_tls(gateway, tcp, client, Some(ends.destination), guard, tfo, accepted).await
         }
         ListenerKind::Redirect => {
             crate::downstream::redirect::serve_redirect(gateway, tcp, client, guard, (*config).clone()).await;
