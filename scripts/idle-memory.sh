@@ -24,6 +24,7 @@
 #                what `tlsgate bench --hold -c N` measured (docs/BENCHMARKS.md)
 #   GATEWAY_BIN  the tlsgate binary measured (default target/release/tlsgate, built if missing)
 #   TLSGATE_ENV  extra environment for tlsgate, e.g. "MIMALLOC_PURGE_DELAY=0" (both binaries)
+#   TLSGATE_EXTRA  TOML appended to tlsgate's configuration, e.g. $'[http2]\nheader_table_size = 0'
 #   WORK         working directory (a new /tmp/tlsgate-idle.*; kept: configs, logs, results)
 #   PORT_OFFSET  added to every port (0: 19760-19764)
 # Output: Markdown tables on stdout, progress on stderr; raw results in $WORK/results.jsonl.
@@ -87,12 +88,13 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
     bench_render "scripts/idle-memory/$t.in" "$WORK/$t" WORK="$WORK" PORT="$(port_of "$s")" \
       ADMIN="$ADMIN" ORIGIN_PORT="$ORIGIN_PORT"
   done
+  if [ -n "${TLSGATE_EXTRA:-}" ]; then printf '\n%s\n' "$TLSGATE_EXTRA" >>"$WORK/tlsgate.toml"; fi
   "$GW_BIN" check --config "$WORK/tlsgate.toml" --ca "$WORK/ca.pem" >"$WORK/tlsgate-check.txt" 2>&1 || {
     log "tlsgate check refused $WORK/tlsgate.toml:"
     cat "$WORK/tlsgate-check.txt" >&2
     exit 1
   }
-  bench_save_params N ROUNDS SERVERS PROTOS ROUTES SETTLE CONCURRENCY TLSGATE_ENV ALT_LABEL
+  bench_save_params N ROUNDS SERVERS PROTOS ROUTES SETTLE CONCURRENCY TLSGATE_ENV TLSGATE_EXTRA ALT_LABEL
 fi
 
 # ---- processes ------------------------------------------------------------------------------
