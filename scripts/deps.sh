@@ -38,9 +38,14 @@ tlsgate_install_packages() {
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
 TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base)
 
+# crates/tlsgate/tests/http3.rs builds its HTTP/3 client (tests/go/h3client, quic-go, pinned in its
+# go.mod/go.sum) with `go build` itself: it needs Go >= 1.26 on PATH and the Go module proxy.
 # Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
 #   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)
-TLSGATE_GO_TOOLS=(github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible)
+#   pebble, pebble-challtestsrv: Let's Encrypt's ACME test CA and its DNS (crates/tlsgate/tests/acme.rs)
+TLSGATE_GO_TOOLS=(github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+  github.com/letsencrypt/pebble/v2/cmd/pebble@v2.8.0
+  github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@v2.8.0)
 
 tlsgate_install_go_tools() {
   command -v go >/dev/null || tlsgate_install_packages golang-go
@@ -55,4 +60,30 @@ tlsgate_install_go_tools() {
       GOFLAGS=-mod=mod go install "$tool"
     fi
   done
+  # Go >= 1.23 (crypto/tls's ECH client) builds tests/go/echclient (crates/tlsgate/tests/ech.rs);
+  # Debian 12's 1.19 has no ECH: the golang.org/dl wrapper fetches a newer toolchain, which the
+  # test runs through TLSGATE_GO.
+  if ! go version | grep -Eq 'go1\.(2[3-9]|[3-9][0-9])'; then
+    if ! command -v go1.24.13 >/dev/null; then
+      echo "installing: go1.24.13 (golang.org/dl, for the ECH test client)" >&2
+      GOFLAGS=-mod=mod go install golang.org/dl/go1.24.13@latest
+      "$bin/go1.24.13" download
+    fi
+    export TLSGATE_GO="$bin/go1.24.13"
+  fi
+}
+
+# ML-DSA test client (crates/tlsgate/tests/mldsa.rs): pyOpenSSL on cryptography >= 50, whose
+# wheels bundle OpenSSL 4 (ML-DSA-44/65/87 in X.509 and TLS 1.3; Debian 12's OpenSSL 3.0 has
+# none). Installed from PyPI into its own virtual environment, so the system Python is untouched;
+# the test runs $TLSGATE_PQ_VENV/bin/python.
+TLSGATE_PQ_VENV="${TLSGATE_PQ_VENV:-${XDG_DATA_HOME:-$HOME/.local/share}/tlsgate/pq-venv}"
+
+tlsgate_install_pq_python() {
+  if ! "$TLSGATE_PQ_VENV/bin/python" -c 'import OpenSSL, cryptography, sys; sys.exit(int(cryptography.__version__.split(".")[0]) < 50)' 2>/dev/null; then
+    echo "installing: cryptography>=50 pyOpenSSL into $TLSGATE_PQ_VENV (pip)" >&2
+    dpkg -s python3-venv >/dev/null 2>&1 || tlsgate_install_packages python3-venv
+    python3 -m venv "$TLSGATE_PQ_VENV"
+    "$TLSGATE_PQ_VENV/bin/pip" install -q --upgrade 'cryptography>=50' 'pyOpenSSL>=25'
+  fi
 }

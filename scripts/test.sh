@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 tlsgate_install_packages "${TLSGATE_BUILD_PACKAGES[@]}" "${TLSGATE_TEST_PACKAGES[@]}"
 tlsgate_install_go_tools
+tlsgate_install_pq_python
 
 step() { printf '\n== %s\n' "$*" >&2; }
 

@@ -17,4 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let caps = ClientCapabilities::from_parts(Some(a), Some(b), c);
     let _ = caps.can_use_ecdsa(true);
     let _ = caps.can_use_ecdsa(false);
+    // The encrypted_client_hello extension body, and an ECHConfigList (as DNS and retry configs carry).
+    let _ = tlsgate_wire::ech::parse(data);
+    let _ = tlsgate_wire::ech::config_ids(data);
 });

@@ -32,6 +32,10 @@ pub struct TlsOpts {
     /// picks its certificate and its handshake signature from these.
     #[arg(long)]
     pub sigalgs: Option<String>,
+    /// Offer the ML-DSA signature schemes (`mldsa44:mldsa65:mldsa87`, TLS 1.3) first, before
+    /// `--sigalgs` or BoringSSL's default list: a server with an ML-DSA certificate serves it.
+    #[arg(long)]
+    pub mldsa: bool,
     /// ALPN protocols offered, comma-separated, in order (`h2,http/1.1`); empty: no ALPN
     /// extension. Default: `http/1.1` (`h2` with `bench --h2`).
     #[arg(long)]
@@ -67,6 +71,7 @@ impl Default for TlsOpts {
             ciphers: None,
             groups: None,
             sigalgs: None,
+            mldsa: false,
             alpn: None,
             sni: None,
             connect_to: None,
@@ -156,7 +161,8 @@ impl TlsOpts {
             b.set_strict_cipher_list(ciphers)
                 .with_context(|| format!("--ciphers {ciphers}: not a valid cipher list"))?;
         }
-        if let Some(sigalgs) = &self.sigalgs {
+        if let Some(sigalgs) = self.sigalgs_offered() {
+            let sigalgs = &sigalgs;
             // SSL_CTX_set1_sigalgs_list: for a client, the list sent in signature_algorithms
             // (and the one it verifies the server's signature against).
             b.set_sigalgs_list(sigalgs).with_context(|| {
@@ -182,6 +188,19 @@ impl TlsOpts {
             b.set_options(SslOptions::NO_TICKET);
         }
         Ok(b)
+    }
+
+    /// The signature algorithm list to set: `--sigalgs`, with the ML-DSA schemes in front under
+    /// `--mldsa` (before BoringSSL's default verify list when `--sigalgs` is absent).
+    pub fn sigalgs_offered(&self) -> Option<String> {
+        /// BoringSSL's default client list (ssl/extensions.cc, kVerifySignatureAlgorithms).
+        const DEFAULT: &str = "ecdsa_secp256r1_sha256:rsa_pss_rsae_sha256:rsa_pkcs1_sha256:\
+ecdsa_secp384r1_sha384:rsa_pss_rsae_sha384:rsa_pkcs1_sha384:rsa_pss_rsae_sha512:rsa_pkcs1_sha512:rsa_pkcs1_sha1";
+        match (&self.sigalgs, self.mldsa) {
+            (Some(list), true) => Some(format!("mldsa44:mldsa65:mldsa87:{list}")),
+            (None, true) => Some(format!("mldsa44:mldsa65:mldsa87:{DEFAULT}")),
+            (list, false) => list.clone(),
+        }
     }
 
     /// A connection object from `connector` for server name `sni` (none sent when `None`),
@@ -334,5 +353,19 @@ mod tests {
                 .as_deref(),
             Some("--tls 1.3, --sigalgs ed25519")
         );
+    }
+
+    #[test]
+    fn mldsa_goes_in_front_of_the_offer() {
+        assert_eq!(opts(&[]).sigalgs_offered(), None, "BoringSSL's default list");
+        let o = opts(&["--mldsa", "--sigalgs", "ed25519"]);
+        assert_eq!(o.sigalgs_offered().as_deref(), Some("mldsa44:mldsa65:mldsa87:ed25519"));
+        let o = opts(&["--mldsa"]);
+        let list = o.sigalgs_offered().unwrap();
+        assert!(
+            list.starts_with("mldsa44:mldsa65:mldsa87:ecdsa_secp256r1_sha256:"),
+            "{list}"
+        );
+        assert!(o.connector(b"").is_ok(), "BoringSSL knows every name: {list}");
     }
 }

@@ -17,6 +17,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     fn add(&self, key: String, value: Vec<u8>, ttl: Duration) -> BoxFuture<'static, Result<bool, StoreError>>;
     /// Checks the store answers (and reconnects if needed).
     fn ping(&self) -> BoxFuture<'static, Result<(), StoreError>>;
+    /// Adds each `(key, by, ttl)`'s `by` to the counter `key` (created at 0 when absent) and
+    /// keeps it for `ttl`; answers the counters' new values in order, in one round trip where
+    /// the store allows it (the rate limits' reconciliation: `tlsgate_proxy`'s `CounterStore`).
+    fn incr_many(&self, items: Vec<(String, u64, Duration)>) -> BoxFuture<'static, Result<Vec<u64>, StoreError>>;
     /// A name for logs and metrics: `redis` or `memcached`.
     fn kind(&self) -> &'static str;
     /// The circuit breaker just opened: drop every connection, so that one left hanging (the

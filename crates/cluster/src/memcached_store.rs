@@ -216,6 +216,33 @@ impl Backend for MemcachedStore {
         })
     }
 
+    fn incr_many(&self, items: Vec<(String, u64, Duration)>) -> BoxFuture<'static, Result<Vec<u64>, StoreError>> {
+        // Per counter: `add` it at 0 with its TTL (refused when it exists), then `incr`; the
+        // text protocol has no pipelining here, so a batch is one exchange per counter.
+        let ops: Vec<_> = items
+            .into_iter()
+            .map(|(key, by, ttl)| {
+                let server = self.server_for(&key);
+                self.with_conn(server, move |c| {
+                    Box::pin(async move {
+                        match c.add(&key, b"0".as_slice(), Some(ttl_secs(ttl)), None).await {
+                            Ok(()) | Err(async_memcached::Error::Protocol(async_memcached::Status::NotStored)) => {}
+                            Err(e) => return Err(e),
+                        }
+                        c.increment(&key, by).await
+                    })
+                })
+            })
+            .collect();
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(ops.len());
+            for op in ops {
+                out.push(op.await?);
+            }
+            Ok(out)
+        })
+    }
+
     fn kind(&self) -> &'static str {
         "memcached"
     }

@@ -260,14 +260,14 @@ impl RedisStore {
         Err(self.inner.error(StoreFailure::NotConnected))
     }
 
-    fn run<T: FromRedisValue + Send + 'static>(&self, cmd: Cmd) -> BoxFuture<'static, Result<T, StoreError>> {
+    fn run<T: FromRedisValue + Send + 'static>(&self, cmd: impl Query) -> BoxFuture<'static, Result<T, StoreError>> {
         let conn = self.conn();
         let inner = self.inner.clone();
         Box::pin(async move {
             let query = async {
                 match conn? {
-                    Conn::Plain(mut c) => Ok(cmd.query_async::<T>(&mut c).await),
-                    Conn::Cluster(mut c) => Ok(cmd.query_async::<T>(&mut c).await),
+                    Conn::Plain(mut c) => Ok(cmd.send::<T, _>(&mut c).await),
+                    Conn::Cluster(mut c) => Ok(cmd.send::<T, _>(&mut c).await),
                 }
             };
             let result = match tlsgate_timer::timeout(inner.io_timeout, query).await {
@@ -290,6 +290,32 @@ impl RedisStore {
                 inner.command_error(e)
             })
         })
+    }
+}
+
+/// A command or a pipeline (what [`RedisStore::run`] sends).
+trait Query: Send + Sync + 'static {
+    fn send<T: FromRedisValue, C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> impl std::future::Future<Output = Result<T, RedisError>> + Send;
+}
+
+impl Query for Cmd {
+    fn send<T: FromRedisValue, C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> impl std::future::Future<Output = Result<T, RedisError>> + Send {
+        self.query_async::<T>(conn)
+    }
+}
+
+impl Query for redis::Pipeline {
+    fn send<T: FromRedisValue, C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> impl std::future::Future<Output = Result<T, RedisError>> + Send {
+        self.query_async::<T>(conn)
     }
 }
 
@@ -327,6 +353,16 @@ impl Backend for RedisStore {
             }
             this.run::<String>(redis::cmd("PING")).await.map(|_| ())
         })
+    }
+
+    fn incr_many(&self, items: Vec<(String, u64, Duration)>) -> BoxFuture<'static, Result<Vec<u64>, StoreError>> {
+        // One pipeline: INCRBY and PEXPIRE per counter; only the INCRBY answers are kept.
+        let mut pipe = redis::pipe();
+        for (key, by, ttl) in &items {
+            pipe.cmd("INCRBY").arg(key).arg(*by);
+            pipe.cmd("PEXPIRE").arg(key).arg(ttl.as_millis().max(1) as u64).ignore();
+        }
+        self.run::<Vec<u64>>(pipe)
     }
 
     fn kind(&self) -> &'static str {

@@ -135,6 +135,12 @@ impl ClusterStore {
         self.breaker.opened_total()
     }
 
+    /// The store's connections, for shared state besides sessions (the rate limits' counters,
+    /// `tlsgate`'s `rate_limit_store.rs`), and the prefix of every key.
+    pub fn backend(&self) -> (Arc<dyn Backend>, &str) {
+        (self.backend.clone(), &self.prefix)
+    }
+
     /// `redis` or `memcached`.
     pub fn kind(&self) -> &'static str {
         self.backend.kind()

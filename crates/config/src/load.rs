@@ -63,6 +63,11 @@ pub fn resolve_paths(config: &mut Config, base: &Path) {
     if let Some(c) = &mut config.cluster {
         paths.extend(c.secret_files.iter_mut());
     }
+    if let Some(a) = &mut config.acme {
+        paths.push(&mut a.state_dir);
+        paths.extend(a.directory_ca.as_mut());
+        paths.extend(a.dns_hook.as_mut().filter(|h| h.components().count() > 1));
+    }
     if let Some(k) = &mut config.keyless {
         paths.extend([&mut k.client_certificate, &mut k.client_key, &mut k.server_ca]);
     }

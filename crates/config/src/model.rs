@@ -6,11 +6,15 @@
 //! (one worker per core, resumption on, tickets rotating).
 
 mod access;
+mod acme;
 mod admin;
 mod cluster;
+mod ech;
 mod handshake_budget;
+mod http3;
 mod keyless;
 mod log;
+mod ratelimit;
 mod route;
 mod server;
 mod site;
@@ -18,11 +22,15 @@ mod tls;
 mod upstream;
 
 pub use access::{AccessAction, AccessRuleConfig};
+pub use acme::{AcmeConfig, SiteAcmeConfig, ACME_CHALLENGES, ACME_KEY_TYPES};
 pub use admin::AdminConfig;
 pub use cluster::{ClusterConfig, ControlConfig, RedisMode, StoreKind};
+pub use ech::EchConfig;
 pub use handshake_budget::{HandshakeBudgetConfig, OverBudget};
+pub use http3::{Http3Config, RetryMode};
 pub use keyless::{KeyServerPoolConfig, KeylessConfig};
 pub use log::{LogConfig, LogFormat};
+pub use ratelimit::{RateLimitConfig, RateLimitKey, RateLimitScope};
 pub use route::{FixedResponseConfig, RouteConfig};
 pub use server::{Http2Config, ListenerConfig, ListenerKind, ServerConfig, DEFAULT_TCP_FASTOPEN};
 pub use site::{CertificateConfig, ClientAuthConfig, ClientAuthMode, HstsConfig, OcspMode, SiteConfig};
@@ -65,10 +73,16 @@ pub struct Config {
     /// HTTP/2 settings the gateway announces to clients (streams, windows, frame and table sizes).
     #[serde(default)]
     pub http2: Http2Config,
+    /// HTTP/3 over QUIC beside the TCP listeners (docs/HTTP3.md).
+    #[serde(default)]
+    pub http3: Http3Config,
     /// Cluster-wide session state: the shared secret for ticket keys and sealed sessions, and the
     /// store (Redis or Memcached) for TLS 1.2 session IDs and 0-RTT single-use claims.
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
+    /// Encrypted ClientHello, keys derived per epoch from the cluster secret (docs/ECH.md).
+    #[serde(default)]
+    pub ech: Option<EchConfig>,
     /// The control plane: the cluster's dynamic configuration document (key-server pools) in
     /// Redis, and this node's entry in the node registry (docs/CONTROL.md).
     #[serde(default)]
@@ -76,4 +90,10 @@ pub struct Config {
     /// Allow/deny rules by source network and JA4 fingerprint, first match decides.
     #[serde(default, rename = "access_rule")]
     pub access_rules: Vec<AccessRuleConfig>,
+    /// Certificates obtained and renewed through ACME for sites with `[site.acme]` (docs/ACME.md).
+    #[serde(default)]
+    pub acme: Option<AcmeConfig>,
+    /// Request rate limits that routes name (`[[site.route]] rate_limit`).
+    #[serde(default, rename = "rate_limit")]
+    pub rate_limits: Vec<RateLimitConfig>,
 }

@@ -4,14 +4,18 @@
 //! One file per section; [`validate`] runs them in a fixed order, so findings come out in the
 //! order of the sections below.
 
+mod acme;
 mod certificates;
 mod cluster;
 mod control;
+mod ech;
 mod edits;
 mod fingerprints;
 mod handshake_budget;
+mod http3;
 mod keyless;
 mod log;
+mod ratelimit;
 mod routes;
 mod secrets;
 mod server;
@@ -39,10 +43,14 @@ pub fn validate(config: &Config) -> Vec<Issue> {
     keyless::check(config, &mut issues);
     control::check(config, &mut issues);
     server::check_http2(&config.http2, &mut issues);
+    http3::check(config, &mut issues);
     tls::check_early_data(config, &mut issues);
     cluster::check(config, &mut issues);
+    ech::check(config, &mut issues);
     log::check(&config.log, &mut issues);
     fingerprints::check(config, &mut issues);
+    acme::check(config, &mut issues);
+    ratelimit::check(config, &mut issues);
     issues
 }
 

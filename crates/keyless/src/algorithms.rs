@@ -18,6 +18,9 @@ const SCHEMES: &[(A, u16, &str)] = &[
     (A::RSA_PSS_RSAE_SHA384, 0x0805, "rsa_pss_rsae_sha384"),
     (A::RSA_PSS_RSAE_SHA512, 0x0806, "rsa_pss_rsae_sha512"),
     (A::ED25519, 0x0807, "ed25519"),
+    (A::ML_DSA_44, 0x0904, "mldsa44"),
+    (A::ML_DSA_65, 0x0905, "mldsa65"),
+    (A::ML_DSA_87, 0x0906, "mldsa87"),
 ];
 
 /// The code point of a scheme this protocol carries.
@@ -39,12 +42,14 @@ pub fn label(code: u16) -> String {
 }
 
 /// Whether a key of `kind` may sign with the scheme `code`. ECDSA keys accept every ECDSA
-/// hash (TLS 1.2 does not bind the curve to the hash); RSA keys PKCS#1 v1.5 and PSS-RSAE.
+/// hash (TLS 1.2 does not bind the curve to the hash); RSA keys PKCS#1 v1.5 and PSS-RSAE; an
+/// ML-DSA key its own parameter set's scheme only.
 pub fn allowed(kind: KeyType, code: u16) -> bool {
     match kind {
         KeyType::Rsa => matches!(code, 0x0401 | 0x0501 | 0x0601 | 0x0804 | 0x0805 | 0x0806),
         KeyType::EcdsaP256 | KeyType::EcdsaP384 => matches!(code, 0x0403 | 0x0503 | 0x0603),
         KeyType::Ed25519 => code == 0x0807,
+        KeyType::MlDsa(level) => code == level.code(),
         KeyType::Other => false,
     }
 }
@@ -62,5 +67,13 @@ mod tests {
         }
         assert!(allowed(KeyType::Rsa, 0x0804) && !allowed(KeyType::Rsa, 0x0403));
         assert!(!allowed(KeyType::Ed25519, 0x0403));
+        use tlsgate_tls::mldsa::Level;
+        assert!(allowed(KeyType::MlDsa(Level::MlDsa65), 0x0905));
+        assert!(
+            !allowed(KeyType::MlDsa(Level::MlDsa65), 0x0904),
+            "another parameter set"
+        );
+        assert!(!allowed(KeyType::MlDsa(Level::MlDsa44), 0x0403));
+        assert!(!allowed(KeyType::EcdsaP256, 0x0904));
     }
 }

@@ -91,7 +91,7 @@ pub enum KeyStoreError {
         bits: u32,
     },
     /// A key type the key server does not sign with.
-    #[error("{}: unsupported key type (RSA, ECDSA P-256/P-384, Ed25519)", path.display())]
+    #[error("{}: unsupported key type (RSA, ECDSA P-256/P-384, Ed25519, ML-DSA-44/65/87)", path.display())]
     Unsupported {
         /// The file.
         path: PathBuf,

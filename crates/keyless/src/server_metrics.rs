@@ -32,8 +32,8 @@ pub struct ErrorLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusedLabels {
     /// `not_permitted` (the client may not use the key) or why the input is not a TLS signing
-    /// input: `not_tls_input`, `transcript_hash_length`, `pkcs1_in_tls13`, `group`,
-    /// `public_key`, `length` (crate::signing_input::Refusal::reason).
+    /// input: `not_tls_input`, `transcript_hash_length`, `pkcs1_in_tls13`, `mldsa_in_tls12`,
+    /// `group`, `public_key`, `length` (crate::signing_input::Refusal::reason).
     pub reason: &'static str,
 }
 

@@ -10,6 +10,7 @@
 //!   `TLS_AES_256_GCM_SHA384` handshake signed with `ecdsa_secp256r1_sha256` carries 48 bytes),
 //!   and TLS 1.3 suites only use SHA-256 and SHA-384: 32 or 48 bytes. RSA PKCS#1 v1.5 schemes are
 //!   not allowed in TLS 1.3 handshake signatures (RFC 8446 §4.2.3).
+//!   ML-DSA schemes (0x0904..0x0906) sign this input only.
 //! - **TLS 1.2 ServerKeyExchange** (RFC 5246 §7.4.3, RFC 8422 §5.4): client random (32), server
 //!   random (32), then `ServerECDHParams`: curve type `3` (named_curve), a named group the
 //!   gateway can negotiate in TLS 1.2 (x25519, secp256r1, secp384r1, secp521r1), a one-byte
@@ -95,6 +96,8 @@ pub enum Refusal {
     TranscriptHashLength(usize),
     /// An RSA PKCS#1 v1.5 scheme over a TLS 1.3 input (not allowed by RFC 8446).
     Pkcs1InTls13,
+    /// An ML-DSA scheme over a TLS 1.2 input (ML-DSA is defined for TLS 1.3 only).
+    MlDsaInTls12,
     /// ServerECDHParams naming a group the gateway does not use in TLS 1.2.
     Group(u16),
     /// A public key of the wrong length or form for its group.
@@ -110,6 +113,7 @@ impl Refusal {
             Refusal::NotTls => "not_tls_input",
             Refusal::TranscriptHashLength(_) => "transcript_hash_length",
             Refusal::Pkcs1InTls13 => "pkcs1_in_tls13",
+            Refusal::MlDsaInTls12 => "mldsa_in_tls12",
             Refusal::Group(_) => "group",
             Refusal::PublicKey => "public_key",
             Refusal::Length => "length",
@@ -125,6 +129,7 @@ impl fmt::Display for Refusal {
                 write!(f, "TLS 1.3 transcript hash of {n} bytes (expected 32 or 48)")
             }
             Refusal::Pkcs1InTls13 => f.write_str("RSA PKCS#1 v1.5 is not allowed for TLS 1.3 signatures"),
+            Refusal::MlDsaInTls12 => f.write_str("ML-DSA is not allowed for TLS 1.2 signatures"),
             Refusal::Group(g) => write!(f, "ServerKeyExchange group {g:#06x} is not used in TLS 1.2"),
             Refusal::PublicKey => f.write_str("ServerKeyExchange public key of the wrong length or form"),
             Refusal::Length => f.write_str("ServerKeyExchange input truncated or followed by extra bytes"),
@@ -137,6 +142,11 @@ impl std::error::Error for Refusal {}
 /// Whether `code` is an RSA PKCS#1 v1.5 signature scheme.
 fn is_pkcs1(code: u16) -> bool {
     matches!(code, 0x0401 | 0x0501 | 0x0601)
+}
+
+/// Whether `code` is an ML-DSA signature scheme (0x0904..=0x0906).
+fn is_mldsa(code: u16) -> bool {
+    matches!(code, 0x0904..=0x0906)
 }
 
 /// Checks that `payload`, to be signed with the TLS signature scheme `algorithm`, is a TLS
@@ -154,6 +164,9 @@ pub fn check(algorithm: u16, payload: &[u8]) -> Result<SigningInput, Refusal> {
         });
     }
     let params = payload.get(RANDOMS..).ok_or(Refusal::NotTls)?;
+    if is_mldsa(algorithm) && params.first() == Some(&NAMED_CURVE) {
+        return Err(Refusal::MlDsaInTls12);
+    }
     let (&curve_type, rest) = params.split_first().ok_or(Refusal::NotTls)?;
     if curve_type != NAMED_CURVE {
         // Not ServerECDHParams with a named curve (explicit curves are never negotiated).
@@ -308,6 +321,20 @@ mod tests {
         let mut long = tls12(29, 32, &[0x42; 32]);
         long.extend_from_slice(b"and then some text");
         assert_eq!(check(ECDSA_P256, &long), Err(Refusal::Length));
+    }
+
+    #[test]
+    fn mldsa_signs_tls13_inputs_only() {
+        for alg in [0x0904, 0x0905, 0x0906] {
+            assert_eq!(
+                check(alg, &tls13(48)),
+                Ok(SigningInput::Tls13CertificateVerify {
+                    transcript_hash_len: 48
+                })
+            );
+            assert_eq!(check(alg, &tls12(29, 32, &[0x42; 32])), Err(Refusal::MlDsaInTls12));
+            assert_eq!(check(alg, b"a statement to sign"), Err(Refusal::NotTls));
+        }
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct TlsFacts {
     /// The client's JA4 TLS fingerprint, when a configured feature uses it (tlsgate-tls
     /// `fingerprint`): the access log's `ja4`, the origin header, routing, a rate-limit key.
     pub ja4: Option<Arc<str>>,
+    /// The client's Encrypted ClientHello was accepted (`sni` is then the inner, encrypted name).
+    pub ech: bool,
 }
 
 /// What forwarding to an origin reports for the log (filled in by `UpstreamGroup::forward`).

@@ -120,6 +120,8 @@ pub struct Gateway {
     pub sessions: SessionState,
     /// Full TLS handshakes per client source (`[server.handshake_budget]`; survives reloads).
     pub handshake_budget: tlsgate_tls::handshake_budget::HandshakeBudget,
+    /// Request rate limits (`[[rate_limit]]`; tables survive reloads).
+    pub rate_limits: crate::request::rate_limit::RateLimiter,
     open: AtomicUsize,
     sources: SourceLimits,
     next_id: AtomicU64,
@@ -135,6 +137,7 @@ impl Gateway {
         let sessions = SessionState::new(&config.tls);
         let handshake_budget =
             tlsgate_tls::handshake_budget::HandshakeBudget::new(config.server.handshake_budget.as_ref());
+        let rate_limits = crate::request::rate_limit::RateLimiter::new(&config);
         let generation = Generation::build(config, &sessions, 1)?;
         let (shutdown, _) = watch::channel(false);
         Ok(Arc::new(Self {
@@ -142,6 +145,7 @@ impl Gateway {
             metrics,
             sessions,
             handshake_budget,
+            rate_limits,
             open: AtomicUsize::new(0),
             sources: SourceLimits::default(),
             next_id: AtomicU64::new(2),
@@ -162,6 +166,7 @@ impl Gateway {
         self.sessions.reconfigure(&generation.config.tls);
         self.handshake_budget
             .reconfigure(generation.config.server.handshake_budget.as_ref());
+        self.rate_limits.reconfigure(&generation.config);
         self.current.store(Arc::new(generation));
         Ok(id)
     }

@@ -2,7 +2,8 @@
 //! needs on free loopback ports and stops them when the fixture is dropped.
 //!
 //! - [`free_port`]: a port nobody listens on.
-//! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory.
+//! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory; ML-DSA chains
+//!   ([`mldsa`]).
 //! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
 //! - [`Origin`]: an HTTP/1.1 origin server on a real socket (echo, slow, streaming, sized bodies).
 //! - [`RawOrigin`]: an origin that records the exact bytes it receives (smuggling, headers).
@@ -12,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balancer;
+pub mod mldsa;
 pub mod nginx;
 pub mod origin;
 pub mod process;

@@ -3,9 +3,10 @@
 //! One *front* context per configuration generation accepts every connection: it carries the
 //! protocol policy and the session machinery (session-ID cache, ticket keys), and its
 //! asynchronous certificate-selection hook picks a *site* context by SNI and by what the client can
-//! verify (ECDSA or RSA). Site contexts carry a certificate chain and a [`KeyBackend`] reached
-//! through the async private-key hook. BoringSSL keeps using the front context for sessions after
-//! the switch (`SSL_set_SSL_CTX` swaps only the certificate configuration).
+//! verify (ML-DSA for a TLS 1.3 client offering its scheme, else ECDSA, else RSA). Site contexts
+//! carry a certificate chain and a [`KeyBackend`] reached through the async private-key hook.
+//! BoringSSL keeps using the front context for sessions after the switch (`SSL_set_SSL_CTX`
+//! swaps only the certificate configuration).
 
 pub use crate::error::TlsBuildError;
 use crate::keys::{KeyBackend, KeyMethod, KeyType, LocalKey};
@@ -37,6 +38,10 @@ pub struct SessionState {
     pub staples: Arc<crate::ocsp::StapleRegistry>,
     /// 0-RTT admission (single-use ticket claims).
     pub early_data: Arc<crate::early_data::EarlyData>,
+    /// Encrypted ClientHello keys (derived from the cluster secret per epoch; `ech_ring`).
+    pub ech: Arc<crate::ech_ring::EchRing>,
+    /// Pending ACME challenge answers (HTTP-01 tokens, TLS-ALPN-01 certificates).
+    pub acme: Arc<crate::acme_challenges::AcmeChallenges>,
 }
 
 impl SessionState {
@@ -50,6 +55,8 @@ impl SessionState {
             tickets: Arc::new(TicketKeyRing::new(tls.tickets.lifetime.get())),
             staples: Arc::default(),
             early_data: Arc::default(),
+            ech: Arc::default(),
+            acme: Arc::default(),
         }
     }
 
@@ -84,7 +91,7 @@ pub struct SiteTls {
     pub index: usize,
     /// Site name.
     pub name: String,
-    /// ECDSA variants first, then the rest, in configuration order.
+    /// ECDSA variants first, then the rest, ML-DSA last, in configuration order.
     pub variants: Vec<SiteVariant>,
 }
 
@@ -154,14 +161,27 @@ impl Selector {
         if let [only] = site.variants.as_slice() {
             return Some(only);
         }
+        let sigalgs = hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS);
         let caps = ClientCapabilities::from_parts(
-            hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS),
+            sigalgs,
             hello.get_extension(ExtensionType::SUPPORTED_VERSIONS),
             hello.ciphers(),
         );
+        // ML-DSA (TLS 1.3 only) for a client that offers the certificate's scheme.
+        if caps.offers_tls13 && self.tls13 {
+            let mldsa = site.variants.iter().find(|v| {
+                v.key_type
+                    .mldsa()
+                    .is_some_and(|level| crate::mldsa::offered(sigalgs, level))
+            });
+            if mldsa.is_some() {
+                return mldsa;
+            }
+        }
         let ecdsa_ok = caps.can_use_ecdsa(self.tls13);
         site.variants
             .iter()
+            .filter(|v| v.key_type.mldsa().is_none())
             .find(|v| v.key_type.is_ecdsa() == ecdsa_ok)
             .or(site.variants.first())
     }
@@ -196,7 +216,25 @@ impl TlsService {
             fingerprints: crate::fingerprint::Policy::from_config(config),
         });
         let front = build_front(tls, sessions, selector.clone())?;
+        sessions
+            .ech
+            .install(&front, config.ech.as_ref(), std::time::SystemTime::now())
+            .map_err(setting("ech"))?;
         Ok(Self { front, selector })
+    }
+
+    /// The TLS side of a generation for QUIC (HTTP/3): the same sites, certificates, key
+    /// backends, session machinery and certificate selection as [`TlsService::build`], with
+    /// ALPN `h3` and TLS 1.3 only, and the front context left unbuilt for quiche
+    /// (`quiche::Config::with_boring_ssl_ctx_builder`).
+    pub fn build_quic(config: &Config, sessions: &SessionState) -> Result<(Self, SslContextBuilder), TlsBuildError> {
+        let mut config = config.clone();
+        config.tls.alpn = vec!["h3".into()];
+        config.tls.min_version = TlsVersion::V1_3;
+        config.tls.max_version = TlsVersion::V1_3;
+        let service = Self::build(&config, sessions)?;
+        let front = front_builder(&config.tls, sessions, service.selector.clone())?;
+        Ok((service, front))
     }
 
     /// A new server-side connection object.
@@ -204,6 +242,11 @@ impl TlsService {
         let mut ssl = Ssl::new(&self.front)?;
         handshake_info::attach(&mut ssl);
         Ok(ssl)
+    }
+
+    /// The front context, on which the ECH keys are swapped at each epoch (`ech_ring`).
+    pub fn front(&self) -> &boring::ssl::SslContextRef {
+        &self.front
     }
 
     /// The generation's JA4 policy and access rules (`fingerprint.rs`).
@@ -264,7 +307,7 @@ fn version(v: TlsVersion) -> SslVersion {
 /// Settings every context shares: versions, suites, groups, ALPN.
 /// The signature algorithms tlsgate signs with (`keys::digest_for`), in preference order.
 const SIGNING_ALGORITHMS: &str = "ECDSA+SHA256:ECDSA+SHA384:ECDSA+SHA512:ed25519:\
-RSA-PSS+SHA256:RSA-PSS+SHA384:RSA-PSS+SHA512:RSA+SHA256:RSA+SHA384:RSA+SHA512";
+RSA-PSS+SHA256:RSA-PSS+SHA384:RSA-PSS+SHA512:RSA+SHA256:RSA+SHA384:RSA+SHA512:mldsa44:mldsa65:mldsa87";
 
 fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(setting("tls"))?;
@@ -345,6 +388,14 @@ fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
 }
 
 fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>) -> Result<SslContext, TlsBuildError> {
+    Ok(front_builder(tls, sessions, selector)?.build())
+}
+
+fn front_builder(
+    tls: &TlsConfig,
+    sessions: &SessionState,
+    selector: Arc<Selector>,
+) -> Result<SslContextBuilder, TlsBuildError> {
     let mut b = base_builder(tls)?;
     install_sessions(&mut b, tls, sessions);
     let early = tls.tickets.early_data.then(|| sessions.early_data.clone());
@@ -353,11 +404,24 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
     let ours: crate::handshake_budget::KeyNameCheck =
         Arc::new(move |name: &[u8]| ring.key_names().iter().any(|k| k[..] == *name));
     let budget = crate::handshake_budget::HelloCheck::new(tls, ours);
+    let (acme_tls, acme_sessions) = (tls.clone(), sessions.clone());
+    let ech = sessions.ech.clone();
     b.set_async_select_certificate_callback(move |hello| {
+        ech.observe(hello);
         // Before any work for this hello: over its source's handshake budget, it is refused
         // here (BoringSSL sends handshake_failure).
         if !budget.admit(hello) {
             return Err(AsyncSelectCertError);
+        }
+        // TLS-ALPN-01 (RFC 8737): a CA validating a pending challenge gets its certificate.
+        if let Some(ctx) = acme_alpn_context(hello, &acme_tls, &acme_sessions) {
+            let fut: BoxSelectCertFuture = Box::pin(async move {
+                let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| {
+                    hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError)
+                });
+                Ok(finish)
+            });
+            return Ok(fut);
         }
         // JA4, when a feature uses it, and the access rules by fingerprint (a denial fails here).
         selector.fingerprints.inspect(hello)?;
@@ -429,7 +493,16 @@ fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>
             Ok(())
         }
     });
-    Ok(b.build())
+    Ok(b)
+}
+
+/// The TLS-ALPN-01 challenge context for `hello`, when it is a CA's validation of a pending one.
+fn acme_alpn_context(hello: &ClientHello<'_>, tls: &TlsConfig, sessions: &SessionState) -> Option<SslContext> {
+    let (cert, key) = sessions.acme.alpn_answer(hello)?;
+    let mut b = base_builder(tls).ok()?;
+    install_sessions(&mut b, tls, sessions);
+    crate::acme_challenges::configure(&mut b, &cert, &key).ok()?;
+    Some(b.build())
 }
 
 fn build_site(
@@ -488,8 +561,9 @@ fn build_site(
             .staples
             .slot_for(index, site, j, cert, &chain, variant.key_type)?;
     }
-    // ECDSA first: selection takes the first variant the client can use.
-    variants.sort_by_key(|v| !v.key_type.is_ecdsa());
+    // ECDSA first, ML-DSA last: selection takes the first variant the client can use, and only
+    // a client offering ML-DSA gets an ML-DSA one.
+    variants.sort_by_key(|v| (v.key_type.mldsa().is_some(), !v.key_type.is_ecdsa()));
     Ok(SiteTls {
         index,
         name: site.name.clone(),

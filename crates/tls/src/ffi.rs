@@ -387,6 +387,40 @@ pub fn extra_chain_certs(ctx: &boring::ssl::SslContextRef) -> Vec<boring::x509::
     }
 }
 
+// --- Encrypted ClientHello (`ech`): what the `boring` crate's ECH API leaves out.
+
+/// Serialises an ECHConfig (draft-ietf-tls-esni, version 0xfe0d) for `key` (an X25519 HPKE key):
+/// BoringSSL's `SSL_marshal_ech_config`, which writes the key's public half, the HKDF-SHA256 +
+/// AES-128-GCM / AES-256-GCM / ChaCha20-Poly1305 suites, `max_name_len` and `public_name`.
+/// `public_name` must hold no NUL byte (it is refused otherwise).
+pub fn marshal_ech_config(
+    config_id: u8,
+    key: &boring::hpke::HpkeKey,
+    public_name: &str,
+    max_name_len: usize,
+) -> Result<Vec<u8>, boring::error::ErrorStack> {
+    use foreign_types::ForeignType;
+    let name = std::ffi::CString::new(public_name).map_err(|_| boring::error::ErrorStack::get())?;
+    let mut out: *mut u8 = std::ptr::null_mut();
+    let mut len: usize = 0;
+    // SAFETY: `key` is a live, initialised EVP_HPKE_KEY borrowed for the call (only read);
+    // `name` is a NUL-terminated string that outlives the call; `out`/`len` are valid places for
+    // BoringSSL to store a buffer it allocates. On success the buffer holds `len` bytes, which are
+    // copied before it is released with `OPENSSL_free` (as ssl.h asks); on failure nothing was
+    // allocated.
+    unsafe {
+        if boring_sys::SSL_marshal_ech_config(&mut out, &mut len, config_id, key.as_ptr(), name.as_ptr(), max_name_len)
+            != 1
+            || out.is_null()
+        {
+            return Err(boring::error::ErrorStack::get());
+        }
+        let bytes = std::slice::from_raw_parts(out, len).to_vec();
+        boring_sys::OPENSSL_free(out.cast());
+        Ok(bytes)
+    }
+}
+
 // --- Client side: TLS 1.3 early data (0-RTT) and TCP Fast Open, for `tlsgate probe` and
 // `tlsgate bench` (the `boring` crate has no safe wrappers for these).
 
@@ -470,4 +504,14 @@ pub fn set_tcp_fastopen_connect(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Res
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// The "no pre-hash" digest (a null `EVP_MD`), for `X509Builder::sign` with a key whose
+/// algorithm signs the whole message (ML-DSA, Ed25519): BoringSSL's `X509_sign` passes it to
+/// `EVP_DigestSignInit`, which takes NULL for those keys (crypto/x509/algorithm.cc picks the
+/// ML-DSA signature OID from the key). Crate-private: only `pki` signs certificates with it.
+pub(crate) fn no_digest() -> MessageDigest {
+    // SAFETY: `MessageDigest` only carries the pointer; `X509_sign` / `EVP_DigestSignInit`
+    // accept NULL. Nothing else receives this value (it is never asked for its size or type).
+    unsafe { MessageDigest::from_ptr(std::ptr::null()) }
 }

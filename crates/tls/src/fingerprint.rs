@@ -54,7 +54,11 @@ impl Policy {
                 .sites
                 .iter()
                 .flat_map(|s| &s.routes)
-                .any(|r| !r.match_ja4.is_empty());
+                .any(|r| !r.match_ja4.is_empty())
+            || config
+                .rate_limits
+                .iter()
+                .any(|l| l.key == tlsgate_config::RateLimitKey::Ja4);
         Self { compute, rules }
     }
 

@@ -29,6 +29,9 @@ pub enum KeyType {
     Rsa,
     /// Ed25519.
     Ed25519,
+    /// ML-DSA (FIPS 204) of one parameter set: TLS 1.3 only, chosen for clients that offer its
+    /// scheme (`mldsa.rs`).
+    MlDsa(crate::mldsa::Level),
     /// Anything else (shown as `other` in metrics).
     Other,
 }
@@ -41,6 +44,7 @@ impl KeyType {
             KeyType::EcdsaP384 => "ecdsa_p384",
             KeyType::Rsa => "rsa",
             KeyType::Ed25519 => "ed25519",
+            KeyType::MlDsa(level) => level.name(),
             KeyType::Other => "other",
         }
     }
@@ -48,6 +52,14 @@ impl KeyType {
     /// Whether this is an ECDSA key (preferred for clients that can verify it).
     pub fn is_ecdsa(self) -> bool {
         matches!(self, KeyType::EcdsaP256 | KeyType::EcdsaP384)
+    }
+
+    /// The ML-DSA parameter set, for an ML-DSA key.
+    pub fn mldsa(self) -> Option<crate::mldsa::Level> {
+        match self {
+            KeyType::MlDsa(level) => Some(level),
+            _ => None,
+        }
     }
 
     /// The key type of a public or private key.
@@ -60,7 +72,7 @@ impl KeyType {
                 384 => KeyType::EcdsaP384,
                 _ => KeyType::Other,
             },
-            _ => KeyType::Other,
+            id => crate::mldsa::Level::of_id(id).map_or(KeyType::Other, KeyType::MlDsa),
         }
     }
 }
@@ -137,6 +149,11 @@ impl LocalKey {
     /// Signs synchronously.
     pub fn sign_now(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> Result<Vec<u8>, KeyError> {
         let (md, pss) = digest_for(algorithm).ok_or(KeyError::UnsupportedAlgorithm(algorithm))?;
+        // An ML-DSA key signs with its own parameter set's scheme only.
+        let level = crate::mldsa::Level::ALL.into_iter().find(|l| l.scheme() == algorithm);
+        if level.is_some() && level != self.key_type.mldsa() {
+            return Err(KeyError::UnsupportedAlgorithm(algorithm));
+        }
         let crypto = KeyError::Crypto;
         let mut signer = match md {
             Some(md) => Signer::new(md, &self.key),
@@ -167,7 +184,8 @@ impl KeyBackend for LocalKey {
     }
 }
 
-/// Digest and PSS flag for a TLS signature algorithm; `Some((None, _))` means no pre-hash (Ed25519).
+/// Digest and PSS flag for a TLS signature algorithm; `Some((None, _))` means no pre-hash
+/// (Ed25519, ML-DSA: BoringSSL signs the whole message, pure ML-DSA with an empty context).
 fn digest_for(alg: SslSignatureAlgorithm) -> Option<(Option<MessageDigest>, bool)> {
     use SslSignatureAlgorithm as A;
     Some(match alg {
@@ -177,7 +195,7 @@ fn digest_for(alg: SslSignatureAlgorithm) -> Option<(Option<MessageDigest>, bool
         A::RSA_PSS_RSAE_SHA256 => (Some(MessageDigest::sha256()), true),
         A::RSA_PSS_RSAE_SHA384 => (Some(MessageDigest::sha384()), true),
         A::RSA_PSS_RSAE_SHA512 => (Some(MessageDigest::sha512()), true),
-        A::ED25519 => (None, false),
+        A::ED25519 | A::ML_DSA_44 | A::ML_DSA_65 | A::ML_DSA_87 => (None, false),
         _ => return None,
     })
 }

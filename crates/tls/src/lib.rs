@@ -9,6 +9,8 @@
 //! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
 //!   configuration reloads.
 //! - [`secret`]: the cluster secret and HKDF derivation (shared ticket keys, sealed sessions).
+//! - [`ech`], [`ech_ring`]: Encrypted ClientHello keys derived per epoch from the cluster secret,
+//!   swapped on the live context at each epoch; ECH metrics.
 //! - [`early_data`]: 0-RTT admission (each ticket's early data accepted at most once).
 //! - [`handshake_budget`]: full TLS handshakes per client source (token buckets, refused before
 //!   signing).
@@ -16,6 +18,8 @@
 //!   access rules' fingerprint stage; [`access_rules`]: `[[access_rule]]` by source and JA4.
 //! - [`handshake_info`]: what a handshake did (version, cipher, group, resumption mechanism).
 //! - ClientHello inspection lives in `tlsgate-wire` (no I/O, fuzzed).
+//! - [`mldsa`]: ML-DSA certificates (parameter sets, key generation, the ClientHello offer);
+//!   [`mldsa_check`]: what `tlsgate check` says about them.
 //! - [`lint`]: certificate-chain lint for `tlsgate check` (and the first-flight size).
 //! - [`cert_compression`]: RFC 8879 brotli/zlib certificate compression, computed once per certificate.
 //! - [`ocsp`]: OCSP stapling: requests, response checks, the per-certificate staple slots.
@@ -32,6 +36,7 @@
 #![deny(unsafe_code)]
 
 pub mod access_rules;
+pub mod acme_challenges;
 pub mod cert_compression;
 pub mod client_auth;
 // At the crate root: they build whole services (`context`), which imports `client_auth`.
@@ -39,6 +44,8 @@ pub mod client_auth;
 mod client_auth_tests;
 pub mod context;
 pub mod early_data;
+pub mod ech;
+pub mod ech_ring;
 pub mod error;
 pub mod failure;
 #[allow(unsafe_code)]
@@ -51,6 +58,8 @@ pub mod handshake_info;
 pub mod keys;
 pub mod lint;
 pub mod log_limit;
+pub mod mldsa;
+pub mod mldsa_check;
 pub mod ocsp;
 pub mod origin;
 pub mod pki;

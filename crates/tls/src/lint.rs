@@ -126,6 +126,7 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
         }
     }
     issues.extend(crate::client_auth::lint(config));
+    issues.extend(crate::mldsa_check::lint(config));
     issues
 }
 
@@ -404,15 +405,15 @@ pub fn flight_size(chain: &[X509], tls: &tlsgate_config::TlsConfig) -> FlightSiz
     let ccs = 6;
     let alpn = tls.alpn.first().map_or(0, |p| 4 + 2 + 1 + p.len());
     let encrypted_extensions = 4 + 2 + alpn;
-    let signature = chain
-        .first()
-        .and_then(|c| c.public_key().ok())
-        .map_or(72, |k| match k.id() {
-            Id::RSA => k.bits() as usize / 8,
-            Id::ED25519 => 64,
+    let signature = chain.first().and_then(|c| c.public_key().ok()).map_or(72, |k| {
+        match (k.id(), crate::mldsa::Level::of_id(k.id())) {
+            (_, Some(level)) => level.signature_bytes(),
+            (Id::RSA, _) => k.bits() as usize / 8,
+            (Id::ED25519, _) => 64,
             // DER ECDSA: two integers of the curve size, up to 9 bytes of framing.
             _ => 2 * (k.bits() as usize).div_ceil(8) + 9,
-        });
+        }
+    });
     let certificate_verify = 4 + 2 + 2 + signature;
     let finished = 4 + 32;
     let flight =
@@ -447,6 +448,7 @@ pub fn flight_report(config: &Config) -> (Vec<String>, Vec<Issue>) {
                 }
                 _ => "; certificate compression off".into(),
             };
+            let compressed = compressed + &crate::mldsa_check::describe(&chain).unwrap_or_default();
             info.push(format!(
                 "{field}: chain {} bytes as sent ({} certificate(s), DER {ders}, TLS 1.3 framing included); \
                  first flight ~{} bytes of {budget} (initcwnd {INITCWND} x MSS {MSS}){compressed}",

@@ -34,14 +34,17 @@ pub enum KeyKind {
     EcdsaP384,
     /// RSA of the given size with SHA-256.
     Rsa(u32),
+    /// ML-DSA of one parameter set (pure ML-DSA, no pre-hash; `mldsa.rs`).
+    MlDsa(crate::mldsa::Level),
 }
 
 impl KeyKind {
-    /// The digest a key of this kind signs certificates with.
+    /// The digest a key of this kind signs certificates with (none: the whole TBSCertificate).
     fn digest(self) -> MessageDigest {
         match self {
             KeyKind::EcdsaP384 => MessageDigest::sha384(),
             KeyKind::EcdsaP256 | KeyKind::Rsa(_) => MessageDigest::sha256(),
+            KeyKind::MlDsa(_) => crate::ffi::no_digest(),
         }
     }
 }
@@ -100,6 +103,7 @@ pub fn generate_key(kind: KeyKind) -> Result<GeneratedKey, PkiError> {
         KeyKind::EcdsaP256 => ec(Nid::X9_62_PRIME256V1)?,
         KeyKind::EcdsaP384 => ec(Nid::SECP384R1)?,
         KeyKind::Rsa(bits) => PKey::from_rsa(Rsa::generate(bits)?)?,
+        KeyKind::MlDsa(level) => crate::mldsa::generate(level)?,
     };
     let pem = String::from_utf8_lossy(&key.private_key_to_pem_pkcs8()?).into_owned();
     let spki_der = key.public_key_to_der()?;
@@ -392,9 +396,20 @@ pub fn ocsp_response(
             oid: RSA_SHA256,
             parameters: Some(Any::null()),
         },
+        KeyKind::MlDsa(level) => AlgorithmIdentifierOwned {
+            oid: x509_cert::der::asn1::ObjectIdentifier::new_unwrap(match level {
+                crate::mldsa::Level::MlDsa44 => "2.16.840.1.101.3.4.3.17",
+                crate::mldsa::Level::MlDsa65 => "2.16.840.1.101.3.4.3.18",
+                crate::mldsa::Level::MlDsa87 => "2.16.840.1.101.3.4.3.19",
+            }),
+            parameters: None,
+        },
     };
     let tbs = data.to_der()?;
-    let mut signer = boring::sign::Signer::new(MessageDigest::sha256(), &issuer.key)?;
+    let mut signer = match issuer.kind {
+        KeyKind::MlDsa(_) => boring::sign::Signer::new_without_digest(&issuer.key)?,
+        _ => boring::sign::Signer::new(MessageDigest::sha256(), &issuer.key)?,
+    };
     let signature = signer.sign_oneshot_to_vec(&tbs)?;
     let basic = BasicOcspResponse {
         tbs_response_data: data,
@@ -410,6 +425,44 @@ pub fn ocsp_response(
         }),
     }
     .to_der()?)
+}
+
+/// A chain of ML-DSA certificates: an ML-DSA root, an intermediate and a leaf for `names`, all of
+/// `level` (each signed with pure ML-DSA). The leaf's key is `leaf.key_pem`; the chain a server
+/// sends is `leaf.cert_pem` + `intermediate.cert_pem`, and clients trust `root.cert_pem`.
+pub struct MlDsaChain {
+    /// The self-signed root.
+    pub root: Certified,
+    /// The intermediate CA.
+    pub intermediate: Certified,
+    /// The leaf.
+    pub leaf: Certified,
+}
+
+impl MlDsaChain {
+    /// Issues root, intermediate and leaf (valid for `days`).
+    pub fn issue(level: crate::mldsa::Level, names: &[&str], days: u64) -> Result<Self, PkiError> {
+        let kind = KeyKind::MlDsa(level);
+        let root = Certified::issue(
+            &CertSpec::ca(&format!("tlsgate {} root", level.display()), kind, days),
+            None,
+        )?;
+        let intermediate = Certified::issue(
+            &CertSpec::ca(&format!("tlsgate {} intermediate", level.display()), kind, days),
+            Some(&root),
+        )?;
+        let leaf = Certified::issue(&CertSpec::leaf(names, kind, days), Some(&intermediate))?;
+        Ok(Self {
+            root,
+            intermediate,
+            leaf,
+        })
+    }
+
+    /// Leaf + intermediate, PEM: what a server sends.
+    pub fn chain_pem(&self) -> String {
+        format!("{}{}", self.leaf.cert_pem, self.intermediate.cert_pem)
+    }
 }
 
 /// The demo gateway's PKI: a CA, an ECDSA P-256 leaf and an RSA-2048 leaf for localhost.

@@ -32,10 +32,14 @@ pub fn join(config: &Config, gateway: &Gateway) -> anyhow::Result<Option<Arc<Clu
             .tickets
             .use_cluster_secrets(secrets.clone(), config.tls.tickets.rotation.get());
     }
+    // ECH keys are derived from the same secrets (docs/ECH.md); installed before workers start.
+    gateway.sessions.ech.use_cluster_secrets(secrets.clone());
+    crate::ech_rotate::install(gateway)?;
     let store = ClusterStore::start(cluster, &secrets).map_err(|e| anyhow::anyhow!("cluster.servers: {e}"))?;
     if let Some(store) = &store {
         gateway.sessions.cache.set_remote(store.clone());
         gateway.sessions.early_data.set_guard(store.clone());
+        crate::rate_limit_store::attach(gateway, store, &secrets[0]);
     }
     tracing::info!(
         store = store.as_ref().map_or("local", |s| s.kind()),

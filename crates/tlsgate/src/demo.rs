@@ -72,6 +72,11 @@ listen = "127.0.0.1:{http}"
 kind = "redirect"
 https_port = {https}
 
+# HTTP/3 over QUIC on the same port (UDP), advertised to TCP clients with Alt-Svc (docs/HTTP3.md).
+[http3]
+enabled = true
+alt_svc = true
+
 [[site]]
 name = "demo"
 server_names = ["localhost", "127.0.0.1"]
@@ -116,7 +121,7 @@ pub fn banner(state_dir: &Path, ports: DemoPorts) -> String {
          \n  config    {state}/tlsgate.toml\
          \n\nTry:\
          \n  curl --cacert {ca} https://localhost:{https}/hello\
-         \n  curl --cacert {ca} --http2 -sI https://localhost:{https}/\
+         \n  curl --cacert {ca} --http2 -sI https://localhost:{https}/   (Alt-Svc: HTTP/3 on UDP {https})\
          \n  openssl s_client -connect localhost:{https} -servername localhost -CAfile {ca} -tls1_2 -reconnect </dev/null | grep -E '^(New|Reused)'\
          \n  curl -s http://127.0.0.1:{admin}/metrics | grep tlsgate_handshakes\
          \n  {exe} reload --config {state}/tlsgate.toml\n",

@@ -12,12 +12,15 @@ mod cluster_setup;
 mod console_cmd;
 mod ctl_cmd;
 mod demo;
+mod ech_cmd;
+mod ech_rotate;
 mod generate_cmd;
 mod import_cmd;
 mod keyserver_cmd;
 mod lab_cmd;
 mod logging;
 mod probe_cmd;
+mod rate_limit_store;
 mod reload;
 mod reopen_logs;
 mod serve;
@@ -93,6 +96,9 @@ enum Command {
     /// Translate another server's configuration (nginx) into tlsgate TOML, listing what was not
     /// translated (exit status 0: produced; 2: the file does not parse).
     Import(import_cmd::ImportArgs),
+    /// Print the Encrypted ClientHello config list (base64, for the DNS HTTPS record) of the
+    /// current and next epochs, derived from the cluster secret as every node derives it.
+    Ech(ech_cmd::EchArgs),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => ctl_cmd::run(&args),
         Command::Console(args) => console_cmd::run(&args),
         Command::Import(args) => import_cmd::run(&args),
+        Command::Ech(args) => ech_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

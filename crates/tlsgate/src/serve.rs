@@ -4,6 +4,10 @@
 //! ticket-key rotation and OCSP staple refreshing. With `--upgrade` it takes over the listening
 //! sockets and session state of the gateway running with the same upgrade socket (`upgrade`).
 
+mod acme;
+mod acme_manager;
+mod acme_metrics;
+mod acme_solver;
 mod admin_api;
 mod channel;
 mod control_plane;
@@ -87,7 +91,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for issue in tlsgate_config::validate::validate(&loaded.config) {
         tracing::warn!("{}: {issue}", path.display());
     }
-    let config = loaded.config;
+    let config = acme::prepare(loaded.config).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut takeover = match args.upgrade {
         true => Some(upgrade::connect(&config, &path).context("cannot upgrade")?),
         false => None,
@@ -163,6 +167,10 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     let mut metrics = Metrics::new();
     tlsgate_keyless::client_metrics::register(metrics.registry_mut());
     tlsgate_tls::access_rules::register(metrics.registry_mut());
+    tlsgate_proxy::request::rate_limit::register(metrics.registry_mut());
+    acme_metrics::register(metrics.registry_mut());
+    tlsgate_proxy::downstream::quic::metrics::register(metrics.registry_mut());
+    tlsgate_tls::ech_ring::register(metrics.registry_mut());
     let metrics = Arc::new(metrics);
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -199,6 +207,17 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         }
     }
     listener::warn_if_tfo_disabled(&config.listeners);
+    // HTTP/3: one UDP socket per worker and QUIC address (docs/HTTP3.md).
+    // A successor of a binary upgrade does not take the UDP sockets over (not yet): the old
+    // process keeps them until it exits, and the successor serves TCP only.
+    let mut quic = match tlsgate_proxy::downstream::quic::bind(&config, workers) {
+        Ok(q) => q.into_iter(),
+        Err(e) if inherited.is_some() => {
+            tracing::warn!("HTTP/3 not served by this process after the upgrade: {e}");
+            Vec::new().into_iter()
+        }
+        Err(e) => return Err(e.into()),
+    };
     let admin = match config.admin.listen {
         Some(addr) => {
             let l = match inherited.as_mut().and_then(|i| i.take_admin(addr)) {
@@ -242,6 +261,7 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         let cluster =
             crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         control_plane::start(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: control: {e:#}", path.display()))?;
+        acme::start(&config, &gateway);
         cluster
     };
 
@@ -249,9 +269,10 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     notify::expect_workers(per_worker.len());
     for (i, sockets) in per_worker.into_iter().enumerate() {
         let gw = gateway.clone();
+        let quic = quic.next();
         let handle = std::thread::Builder::new()
             .name(format!("tlsgate-worker-{i}"))
-            .spawn(move || worker(gw, sockets))
+            .spawn(move || worker(gw, sockets, quic))
             .context("cannot start a worker thread")?;
         threads.push(handle);
     }
@@ -268,7 +289,11 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
 }
 
 /// One worker: its own event loop and sockets; returns once drained after shutdown.
-fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerConfig)>) {
+fn worker(
+    gateway: Arc<Gateway>,
+    sockets: Vec<(std::net::TcpListener, ListenerConfig)>,
+    quic: Option<tlsgate_proxy::downstream::quic::QuicWorker>,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -279,6 +304,9 @@ fn worker(gateway: Arc<Gateway>, sockets: Vec<(std::net::TcpListener, ListenerCo
     rt.block_on(async move {
         for (socket, config) in sockets {
             tokio::spawn(listener::accept_loop(gateway.clone(), socket, config));
+        }
+        if let Some(quic) = quic {
+            quic.spawn(gateway.clone());
         }
         notify::worker_accepting().await;
         let mut shutdown = gateway.shutdown_signal();
@@ -339,7 +367,7 @@ impl Control {
     fn try_reload(&self) -> Result<ReloadReport, InstallError> {
         let loaded = tlsgate_config::load(&self.path)?;
         let not_applied = restart_only::not_applied(&self.started, &loaded.config);
-        let config = control_plane::with_overlay(loaded.config)?;
+        let config = acme::prepare(control_plane::with_overlay(loaded.config)?)?;
         let id = self.gateway.install(config)?;
         Ok(ReloadReport {
             summary: format!("configuration reloaded from {} (generation {id})", self.path.display()),
@@ -414,6 +442,7 @@ impl AdminHooks for Hooks {
         m.set_gauge("upgrades_refused_total", handover::STATS.refused.load(Relaxed));
         m.set_gauge("upgrades_failed_total", handover::STATS.failed.load(Relaxed));
         m.set_gauge("handshake_budget_evictions_total", gw.handshake_budget.evictions());
+        gw.rate_limits.export_metrics();
     }
 
     fn reload(&self) -> Pin<Box<dyn Future<Output = Result<ReloadReport, ReloadError>> + Send>> {
@@ -461,6 +490,7 @@ async fn control_loop(
         }
     }
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
+    tokio::spawn(crate::ech_rotate::run(gateway.clone()));
     tokio::spawn(tlsgate_proxy::downstream::stapling::run(gateway.clone()));
     let (mut hup, mut term, mut int, mut usr1, mut usr2) = match (
         signal(SignalKind::hangup()),

@@ -2,18 +2,23 @@
 //! be unit-tested in memory and fuzzed quickly (`fuzz/`).
 //!
 //! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
+//! - [`ech`]: the encrypted_client_hello extension's clear fields (which ECHConfig was used).
 //! - [`handoff`]: the binary-upgrade channel between a running gateway and its successor.
 //! - [`ja4`]: the JA4 TLS client fingerprint of a ClientHello (hashing left to the caller).
 //! - [`path`]: request-path normalisation before routing (percent-escapes, slashes, dot segments).
 //! - [`percent`]: the one percent-decoder (`%XX`, and `+` in form values).
 //! - [`proxy_protocol`]: the PROXY protocol header (v1 text, v2 binary) a load balancer sends first.
 //! - [`resumption`]: what a ClientHello offers to resume with (PSK, ticket, session ID).
+//! - [`request_keys`]: what a rate limit reads from headers (the client behind trusted proxies, a cookie).
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
+pub mod ech;
 pub mod handoff;
 pub mod ja4;
 pub mod path;
 pub mod percent;
 pub mod proxy_protocol;
+pub mod quic_token;
+pub mod request_keys;
 pub mod resumption;

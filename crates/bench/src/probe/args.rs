@@ -57,6 +57,13 @@ pub struct ProbeArgs {
     /// 0-RTT data accepted (implies `--early-data`).
     #[arg(long)]
     pub expect_early_data: bool,
+    /// Offer Encrypted ClientHello with this ECHConfigList (base64, as `tlsgate ech` prints it or
+    /// the DNS HTTPS record's `ech=` holds): the SNI is then the inner, encrypted name.
+    #[arg(long, value_name = "BASE64")]
+    pub ech_config: Option<String>,
+    /// Fail unless every connection had its Encrypted ClientHello accepted (needs --ech-config).
+    #[arg(long, requires = "ech_config")]
+    pub expect_ech: bool,
     /// TLS and TCP options (shared with `tlsgate bench`).
     #[command(flatten)]
     pub opts: TlsOpts,
@@ -83,6 +90,8 @@ pub struct ProbePlan {
     pub early_data: bool,
     /// The expected version as BoringSSL names it (`TLSv1.3`).
     pub expect_version: Option<String>,
+    /// The ECHConfigList to offer (`--ech-config`, decoded).
+    pub ech_config_list: Option<Vec<u8>>,
 }
 
 /// `1.3`, `TLSv1.3`, `tls1.3` → `TLSv1.3`.
@@ -116,6 +125,10 @@ impl ProbeArgs {
             bail!("--path must start with /");
         }
         let expect_version = self.expect_version.as_deref().map(normalise_version).transpose()?;
+        let ech_config_list = match &self.ech_config {
+            Some(text) => Some(tlsgate_tls::ech::from_base64(text).context("--ech-config: not base64")?),
+            None => None,
+        };
         Ok(ProbePlan {
             args: self.clone(),
             host,
@@ -126,6 +139,7 @@ impl ProbeArgs {
             alpn_wire: self.opts.alpn_wire("http/1.1")?,
             early_data: self.early_data || self.expect_early_data,
             expect_version,
+            ech_config_list,
         })
     }
 }

@@ -107,13 +107,21 @@ impl Prober {
         if let Some(s) = &offer {
             tlsgate_tls::set_client_session(&mut ssl, s).context("SSL_set_session")?;
         }
+        if let Some(list) = &plan.ech_config_list {
+            ssl.set_ech_config_list(list)
+                .context("--ech-config: not an ECHConfigList")?;
+            r.ech.offered = true;
+        }
         let mut tls = timeout(
             plan.args.opts.timeout,
             tokio_boring::SslStreamBuilder::new(ssl, tcp).connect(),
         )
         .await
         .context("TLS handshake timed out")?
-        .map_err(|e| anyhow::anyhow!(opts.handshake_error(&e)))?;
+        .map_err(|e| {
+            r.ech.retry_configs = tlsgate_tls::ech::retry_configs(&e).map(|l| tlsgate_tls::ech::base64(&l));
+            anyhow::anyhow!(opts.handshake_error(&e))
+        })?;
         let t_handshake = t0.elapsed();
         r.early_data.offered = client_ffi::in_early_data(tls.ssl());
         let h2 = !r.early_data.offered && tls.ssl().selected_alpn_protocol() == Some(b"h2");
@@ -169,16 +177,26 @@ impl Prober {
         r.chain_certs = chain.len();
         r.chain_bytes = chain.iter().map(|c| c.to_der().map_or(0, |d| d.len())).sum();
         r.cert_from_session = r.resumed;
-        r.cert_type = ssl.peer_certificate().and_then(|c| c.public_key().ok()).map(|k| {
-            match k.id() {
-                Id::EC => "ECDSA",
-                Id::RSA => "RSA",
-                Id::ED25519 => "Ed25519",
+        let peer_key = ssl.peer_certificate().and_then(|c| c.public_key().ok());
+        r.cert_type = peer_key.as_ref().map(|k| {
+            match (k.id(), tlsgate_tls::mldsa::Level::of_id(k.id())) {
+                (_, Some(level)) => level.display(),
+                (Id::EC, _) => "ECDSA",
+                (Id::RSA, _) => "RSA",
+                (Id::ED25519, _) => "Ed25519",
                 _ => "other",
             }
             .to_string()
         });
+        r.signature_bytes = crate::probe::report::signature_bytes(r.sigalg.as_deref(), peer_key.as_deref());
         r.ocsp = ocsp(ssl.ocsp_status(), &chain);
+        if r.ech.offered {
+            r.ech.accepted = ssl.ech_accepted();
+            r.ech.served_name = chain.first().and_then(|c| {
+                let names = c.subject_alt_names()?;
+                names.iter().find_map(|n| n.dnsname().map(str::to_string))
+            });
+        }
     }
 
     async fn get_h1(

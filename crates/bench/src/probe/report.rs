@@ -51,6 +51,19 @@ pub struct EarlyData {
     pub reason: String,
 }
 
+/// Encrypted ClientHello (`--ech-config`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Ech {
+    /// An ECHConfigList was offered.
+    pub offered: bool,
+    /// The server decrypted the inner ClientHello.
+    pub accepted: bool,
+    /// The name the served certificate is for (its first DNS name), when ECH was offered.
+    pub served_name: Option<String>,
+    /// The server rejected the offer and sent these retry configs (base64).
+    pub retry_configs: Option<String>,
+}
+
 /// One connection.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnReport {
@@ -64,11 +77,14 @@ pub struct ConnReport {
     pub cipher: Option<String>,
     /// Key-exchange group (none on a TLS 1.2 resumption).
     pub group: Option<String>,
-    /// Leaf key type: `ECDSA`, `RSA`, `Ed25519`.
+    /// Leaf key type: `ECDSA`, `RSA`, `Ed25519`, `ML-DSA-44`, `ML-DSA-65`, `ML-DSA-87`.
     pub cert_type: Option<String>,
     /// The signature algorithm of the server's handshake signature (`rsa_pss_rsae_sha256`,
-    /// `ecdsa_secp256r1_sha256`, ...; none on a resumption, where nothing is signed).
+    /// `ecdsa_secp256r1_sha256`, `mldsa65`, ...; none on a resumption, where nothing is signed).
     pub sigalg: Option<String>,
+    /// Size of that signature (CertificateVerify) in bytes, where the algorithm fixes it
+    /// (ML-DSA, Ed25519, RSA: the modulus); none for ECDSA (DER, 70 to 72 bytes for P-256).
+    pub signature_bytes: Option<usize>,
     /// Certificates the server sent.
     pub chain_certs: usize,
     /// Their DER size in bytes.
@@ -99,6 +115,8 @@ pub struct ConnReport {
     pub new_session_early_data: bool,
     /// 0-RTT.
     pub early_data: EarlyData,
+    /// Encrypted ClientHello.
+    pub ech: Ech,
     /// Timings.
     pub timings_us: Option<Timings>,
 }
@@ -114,6 +132,7 @@ impl ConnReport {
             group: None,
             cert_type: None,
             sigalg: None,
+            signature_bytes: None,
             chain_certs: 0,
             chain_bytes: 0,
             cert_from_session: false,
@@ -129,6 +148,7 @@ impl ConnReport {
             new_session_ticket: false,
             new_session_early_data: false,
             early_data: EarlyData::default(),
+            ech: Ech::default(),
             timings_us: None,
         }
     }
@@ -273,6 +293,17 @@ pub fn expectations(plan: &ProbePlan, conns: &[ConnReport]) -> Vec<Expectation> 
             .collect();
         check(&mut out, format!("--expect-sigalg {want}"), f);
     }
+    if a.expect_ech {
+        let f = conns
+            .iter()
+            .filter(|c| !c.ech.accepted)
+            .map(|c| match &c.ech.retry_configs {
+                Some(_) => format!("connection {}: ECH rejected (the server sent retry configs)", c.index),
+                None => format!("connection {}: ECH not accepted", c.index),
+            })
+            .collect();
+        check(&mut out, "--expect-ech".into(), f);
+    }
     if a.expect_early_data {
         let f = done
             .iter()
@@ -286,6 +317,24 @@ pub fn expectations(plan: &ProbePlan, conns: &[ConnReport]) -> Vec<Expectation> 
         check(&mut out, "--expect-early-data".into(), f);
     }
     out
+}
+
+/// The handshake signature's size for algorithm `sigalg` (BoringSSL's name) made with the key
+/// `key`, where the algorithm fixes it.
+pub fn signature_bytes(
+    sigalg: Option<&str>,
+    key: Option<&boring::pkey::PKeyRef<boring::pkey::Public>>,
+) -> Option<usize> {
+    use tlsgate_tls::mldsa::Level;
+    let sigalg = sigalg?;
+    if let Some(level) = Level::ALL.into_iter().find(|l| l.name() == sigalg) {
+        return Some(level.signature_bytes());
+    }
+    match sigalg {
+        "ed25519" => Some(64),
+        s if s.starts_with("rsa_") => key.map(|k| k.bits() as usize / 8),
+        _ => None,
+    }
 }
 
 fn ms(us: u64) -> String {
@@ -312,6 +361,9 @@ impl ProbeReport {
             let _ = write!(s, "connection {}: ", c.index);
             if let Some(e) = &c.error {
                 let _ = writeln!(s, "FAILED: {e}");
+                if let Some(retry) = &c.ech.retry_configs {
+                    let _ = writeln!(s, "  ECH rejected; retry configs: {retry}");
+                }
                 continue;
             }
             let how = match c.resumption {
@@ -326,10 +378,11 @@ impl ProbeReport {
                 c.group.as_deref().unwrap_or("(no key exchange)"),
             );
             let from = if c.cert_from_session { " (from the session)" } else { "" };
-            let signed = c
-                .sigalg
-                .as_deref()
-                .map_or(String::new(), |a| format!(" signed with {a}"));
+            let signed = match (c.sigalg.as_deref(), c.signature_bytes) {
+                (Some(a), Some(n)) => format!(" signed with {a} ({n}-byte signature)"),
+                (Some(a), None) => format!(" signed with {a}"),
+                (None, _) => String::new(),
+            };
             let _ = writeln!(
                 s,
                 "  certificate {}{signed}, chain {} certificates / {} bytes{from}; ALPN {}",
@@ -375,6 +428,14 @@ impl ProbeReport {
                     ""
                 }
             );
+            if c.ech.offered {
+                let _ = writeln!(
+                    s,
+                    "  ECH: {}; served name {}",
+                    if c.ech.accepted { "accepted" } else { "not accepted" },
+                    c.ech.served_name.as_deref().unwrap_or("?")
+                );
+            }
             if let Some(t) = &c.timings_us {
                 let _ = writeln!(
                     s,

@@ -34,6 +34,9 @@ pub struct RouteConfig {
     /// host and prefix, a route with `match_ja4` is tried before one without.
     #[serde(default)]
     pub match_ja4: Vec<String>,
+    /// The `[[rate_limit]]`s (a name or a list of names) every request of this route counts against.
+    #[serde(default, deserialize_with = "super::ratelimit::one_or_many")]
+    pub rate_limit: Vec<String>,
 }
 
 fn default_prefix() -> String {

@@ -19,8 +19,11 @@ pub struct SiteConfig {
     #[serde(default)]
     pub default: bool,
     /// Certificate chains with their keys (one per key type, e.g. ECDSA and RSA).
-    #[serde(rename = "certificate")]
+    #[serde(default, rename = "certificate")]
     pub certificates: Vec<CertificateConfig>,
+    /// Certificates from `[acme]` instead of `[[site.certificate]]` files (docs/ACME.md).
+    #[serde(default)]
+    pub acme: Option<super::acme::SiteAcmeConfig>,
     /// Routes, tried longest path prefix first.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,

@@ -52,7 +52,7 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
                 ));
             }
         }
-        if site.certificates.is_empty() {
+        if site.certificates.is_empty() && site.acme.is_none() {
             issues.push(Issue::error(
                 format!("{at}.certificate"),
                 "at least one [[site.certificate]] is required",

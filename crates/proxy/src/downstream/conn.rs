@@ -92,7 +92,14 @@ pub async fn serve_tls(
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
         let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            handle(ctx.clone(), req.map(ClientBody::Hyper))
+            let ctx = ctx.clone();
+            async move {
+                let mut response = handle(ctx.clone(), req.map(ClientBody::Hyper)).await;
+                if let Ok(r) = &mut response {
+                    crate::downstream::quic::alt_svc::advertise(&ctx, r);
+                }
+                response
+            }
         });
         Box::pin(http2::serve(
             tls,
@@ -112,9 +119,13 @@ pub async fn serve_tls(
         let tunnels = ctx.clone();
         let service = hyper::service::service_fn(move |req| {
             let close = ctx.gateway.draining();
+            let alt_svc = ctx.clone();
             let response = handle(ctx.clone(), req.map(ClientBody::Hyper));
             Box::pin(async move {
                 let mut response = response.await;
+                if let Ok(r) = &mut response {
+                    crate::downstream::quic::alt_svc::advertise(&alt_svc, r);
+                }
                 if close {
                     if let Ok(r) = &mut response {
                         if r.status() != http::StatusCode::SWITCHING_PROTOCOLS {

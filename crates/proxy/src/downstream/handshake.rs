@@ -175,6 +175,7 @@ pub async fn accept(
         handshake_ms: millis(handshake_time),
         client_subject: client_identity.as_ref().map(|id| id.subject.clone()),
         ja4: tlsgate_tls::fingerprint::ja4_text(tls.ssl()),
+        ech: tls.ssl().ech_accepted(),
     };
     let h2 = info.alpn.as_deref() == Some(b"h2");
     // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and

@@ -15,6 +15,7 @@ pub mod io;
 pub mod listener;
 pub mod park;
 pub mod proxy_header;
+pub mod quic;
 pub mod records;
 pub mod redirect;
 pub mod source_limit;

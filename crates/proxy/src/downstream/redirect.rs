@@ -34,8 +34,15 @@ pub async fn serve_redirect(
     let _guard = guard;
     let status = StatusCode::from_u16(config.redirect_status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
     let metrics = gateway.metrics.clone();
+    let acme = gateway.sessions.acme.clone();
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        // ACME HTTP-01: a pending token's key authorization instead of the redirect.
+        let challenge = acme.http_answer(req.uri().path());
         let response: Response<Body> = match location(&req, config.https_port) {
+            _ if challenge.is_some() => Response::builder()
+                .header(header::CONTENT_TYPE, "application/octet-stream")
+                .body(full(Bytes::from(challenge.unwrap_or_default())))
+                .expect("valid response"),
             Some(loc) => Response::builder()
                 .status(status)
                 .header(header::LOCATION, loc)

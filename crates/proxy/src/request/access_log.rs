@@ -177,6 +177,7 @@ impl RequestLog {
             handshake_ms = tls.handshake_ms,
             client_cert = %tls.client_subject.as_deref().unwrap_or("-"),
             ja4,
+            ech = tls.ech,
             method = %self.method,
             host = %host.unwrap_or("-"),
             path = %self.uri.path_and_query().map_or("/", |p| p.as_str()),

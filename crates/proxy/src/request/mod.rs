@@ -4,5 +4,6 @@
 
 pub mod access_log;
 pub mod check;
+pub mod rate_limit;
 pub mod router;
 pub mod service;

@@ -94,6 +94,8 @@ pub struct Route {
     pub request_edits: Edits,
     /// Edits to responses before the client.
     pub response_edits: Edits,
+    /// The `[[rate_limit]]`s the route names.
+    pub rate_limit: crate::request::rate_limit::RouteLimits,
 }
 
 impl Route {
@@ -143,6 +145,11 @@ impl Router {
                     rewrite: r.rewrite_prefix.clone(),
                     request_edits: Edits::new(&r.request_headers),
                     response_edits: Edits::new(&r.response_headers),
+                    rate_limit: crate::request::rate_limit::RouteLimits::new(
+                        &r.rate_limit,
+                        r.host.as_deref(),
+                        &r.path_prefix,
+                    ),
                 })
             })
             .collect();
@@ -178,6 +185,7 @@ mod tests {
             request_headers: Default::default(),
             response_headers: Default::default(),
             match_ja4: Vec::new(),
+            rate_limit: Vec::new(),
         }
     }
 

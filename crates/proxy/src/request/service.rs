@@ -95,6 +95,10 @@ async fn route_request(
     let Some(route) = site.router_for(ctx.tls.ja4.as_deref()).route(host, &target.path) else {
         return Ok(error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"));
     };
+    let limited = match ctx.gateway.rate_limits.check(ctx, req, &route.rate_limit) {
+        Ok(allowed) => allowed,
+        Err(too_many) => return Ok(too_many),
+    };
     // What forwarding needs from the request line, before the request itself is taken.
     let forward = match &route.action {
         Action::Upstream(_) => {
@@ -165,6 +169,7 @@ async fn route_request(
         }
     };
     route.response_edits.apply(response.headers_mut());
+    limited.apply(response.headers_mut());
     Ok(response)
 }
 

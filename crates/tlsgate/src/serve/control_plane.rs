@@ -174,6 +174,7 @@ fn apply(gateway: &Gateway, doc: &ClusterDocument, version: u64) {
         let installed = base
             .ok_or(InstallError::NoBase)
             .and_then(|b| overlay::overlay(&b, doc).map_err(InstallError::Overlay))
+            .and_then(|c| crate::serve::acme::prepare(c).map_err(InstallError::from))
             .and_then(|c| gateway.install(c).map_err(InstallError::from));
         match installed {
             Ok(id) => tracing::info!(

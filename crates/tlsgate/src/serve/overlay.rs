@@ -70,6 +70,7 @@ pub fn overlay(base: &Config, doc: &ClusterDocument) -> Result<Config, Vec<Strin
                 request_headers: Default::default(),
                 response_headers: Default::default(),
                 match_ja4: Vec::new(),
+                rate_limit: Vec::new(),
             }];
         }
     }

@@ -1,0 +1,313 @@
+//! One worker's QUIC endpoint for one listener: reads the worker's UDP socket, routes each
+//! datagram to its connection by destination connection ID, and answers the datagrams no
+//! connection owns without keeping state for them:
+//!
+//! - unparseable datagrams are dropped and counted (`what="garbage"`): they reach no connection;
+//! - a packet carrying another worker's connection ID (the client's address changed, so
+//!   SO_REUSEPORT hashed it elsewhere) is forwarded to that worker (`forwarded`);
+//! - a short-header packet for no connection gets a stateless reset (rate-limited), so a client
+//!   of a restarted or lost connection stops at once instead of timing out;
+//! - an Initial of an unsupported version gets Version Negotiation; one under 1200 bytes is
+//!   dropped (RFC 9000 §14.1);
+//! - a new client passes the same admission as TCP (access rules by source, `max_connections`,
+//!   `max_connections_per_source`), then, by `[http3] retry`, proves its address with a Retry
+//!   token ([`super::token`]) before any TLS work; until its address is validated quiche sends
+//!   it at most 3x the bytes it sent (the anti-amplification limit).
+
+use super::cid::{self, Secret, CID_LEN};
+use super::conn::{self, Accepted, Datagram};
+use super::metrics as m;
+use super::tls::QuicTls;
+use super::token;
+use crate::gateway::Gateway;
+use quiche::ConnectionId;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tlsgate_config::RetryMode;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+/// Datagrams queued for one connection before more are dropped.
+const CONN_QUEUE: usize = 128;
+/// Stateless resets sent per second at most, per endpoint.
+const RESETS_PER_SECOND: u32 = 256;
+
+/// A datagram passed to the worker that owns its connection.
+pub struct Forwarded {
+    /// Its bytes.
+    pub data: Vec<u8>,
+    /// Who sent it.
+    pub from: SocketAddr,
+}
+
+/// One worker's endpoint on one address.
+pub struct Endpoint {
+    /// Index of the worker.
+    pub worker: usize,
+    /// Gateway state.
+    pub gateway: Arc<Gateway>,
+    /// The worker's socket.
+    pub socket: Arc<UdpSocket>,
+    /// The secret of reset and Retry tokens.
+    pub secret: Secret,
+    /// Each worker's forwarding queue for this address.
+    pub peers: Arc<Vec<mpsc::Sender<Forwarded>>>,
+}
+
+/// The endpoint's running state.
+struct State {
+    ep: Endpoint,
+    local: SocketAddr,
+    conns: HashMap<Vec<u8>, mpsc::Sender<Datagram>>,
+    handshaking: Arc<AtomicUsize>,
+    done: mpsc::UnboundedSender<Vec<Vec<u8>>>,
+    tls: Option<QuicTls>,
+    tls_failed: Option<u64>,
+    draining: bool,
+    resets: (Instant, u32),
+    out: Vec<u8>,
+}
+
+impl Endpoint {
+    /// Serves the socket until the gateway has drained; `forwarded` brings datagrams that other
+    /// workers received for this worker's connections.
+    pub async fn run(self, mut forwarded: mpsc::Receiver<Forwarded>) {
+        let local = match self.socket.local_addr() {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "QUIC socket has no address");
+                return;
+            }
+        };
+        let (done, mut done_rx) = mpsc::unbounded_channel();
+        let socket = self.socket.clone();
+        let mut shutdown = self.gateway.shutdown_signal();
+        let mut s = State {
+            ep: self,
+            local,
+            conns: HashMap::new(),
+            handshaking: Arc::new(AtomicUsize::new(0)),
+            done,
+            tls: None,
+            tls_failed: None,
+            draining: false,
+            resets: (Instant::now(), 0),
+            out: vec![0u8; 1500],
+        };
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            tokio::select! {
+                r = socket.recv_from(&mut buf) => match r {
+                    Ok((n, from)) => s.on_datagram(buf[..n].to_vec(), from, false),
+                    Err(e) => tracing::debug!(error = %e, "QUIC receive failed"),
+                },
+                Some(f) = forwarded.recv() => s.on_datagram(f.data, f.from, true),
+                Some(ids) = done_rx.recv() => {
+                    for id in ids {
+                        s.conns.remove(&id);
+                    }
+                }
+                r = shutdown.changed(), if !s.draining => {
+                    let _ = r;
+                    s.draining = true;
+                }
+            }
+            if s.draining && s.conns.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+impl State {
+    fn on_datagram(&mut self, mut data: Vec<u8>, from: SocketAddr, forwarded: bool) {
+        let (ty, version, dcid, scid, token) = match quiche::Header::from_slice(&mut data, CID_LEN) {
+            Ok(h) => (h.ty, h.version, h.dcid.to_vec(), h.scid.to_vec(), h.token),
+            Err(_) => {
+                m::datagram("garbage");
+                return;
+            }
+        };
+        if let Some(tx) = self.conns.get(&dcid) {
+            match tx.try_send(Datagram { data, from }) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => m::datagram("dropped_full"),
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.conns.remove(&dcid);
+                }
+            }
+            return;
+        }
+        if ty != quiche::Type::Initial && !forwarded {
+            if let Some(owner) = cid::owner(&dcid).filter(|w| *w != self.ep.worker) {
+                if let Some(peer) = self.ep.peers.get(owner) {
+                    if peer.try_send(super::endpoint::Forwarded { data, from }).is_ok() {
+                        m::datagram("forwarded");
+                    }
+                    return;
+                }
+            }
+        }
+        match ty {
+            quiche::Type::Initial => {}
+            quiche::Type::Short => {
+                self.reset(&dcid, data.len(), from);
+                return;
+            }
+            _ => {
+                m::datagram("unknown_connection");
+                return;
+            }
+        }
+        if !quiche::version_is_supported(version) {
+            let scid = ConnectionId::from_ref(&scid);
+            let dcid = ConnectionId::from_ref(&dcid);
+            if let Ok(n) = quiche::negotiate_version(&scid, &dcid, &mut self.out) {
+                let _ = self.ep.socket.try_send_to(&self.out[..n], from);
+            }
+            m::datagram("version_negotiation");
+            return;
+        }
+        if data.len() < 1200 {
+            m::datagram("short_initial");
+            return;
+        }
+        if self.draining {
+            m::datagram("shed");
+            return;
+        }
+        self.accept(data, from, version, dcid, scid, token);
+    }
+
+    /// Sends a stateless reset for `dcid` (at most [`RESETS_PER_SECOND`]).
+    fn reset(&mut self, dcid: &[u8], len: usize, from: SocketAddr) {
+        let now = Instant::now();
+        if now.duration_since(self.resets.0).as_secs() >= 1 {
+            self.resets = (now, 0);
+        }
+        if self.resets.1 >= RESETS_PER_SECOND {
+            m::datagram("unknown_connection");
+            return;
+        }
+        match cid::stateless_reset(&self.ep.secret, dcid, len) {
+            Some(reset) => {
+                self.resets.1 += 1;
+                let _ = self.ep.socket.try_send_to(&reset, from);
+                m::datagram("stateless_reset");
+            }
+            None => m::datagram("unknown_connection"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn accept(
+        &mut self,
+        data: Vec<u8>,
+        from: SocketAddr,
+        version: u32,
+        dcid: Vec<u8>,
+        scid: Vec<u8>,
+        token: Option<Vec<u8>>,
+    ) {
+        let gateway = self.ep.gateway.clone();
+        let generation = gateway.current();
+        let server = &generation.config.server;
+        if generation.tls.fingerprints().rules().refuses_at_accept(from.ip()) {
+            m::datagram("refused");
+            return;
+        }
+        let h3 = &generation.config.http3;
+        let (new_scid, odcid) = match token.filter(|t| !t.is_empty()) {
+            Some(token) => match token::validate(&self.ep.secret, &token, from, &dcid) {
+                Ok(odcid) => (
+                    ConnectionId::from_vec(dcid.clone()),
+                    Some(ConnectionId::from_vec(odcid)),
+                ),
+                Err(e) => {
+                    tracing::debug!(%from, error = %e, "QUIC Initial with a bad token dropped");
+                    m::datagram("retry_token_invalid");
+                    return;
+                }
+            },
+            None => {
+                let retry = match h3.retry {
+                    RetryMode::Always => true,
+                    RetryMode::UnderLoad => self.handshaking.load(Ordering::Relaxed) >= h3.retry_threshold,
+                    RetryMode::Never => false,
+                };
+                let new_scid = cid::new_cid(self.ep.worker);
+                if retry {
+                    let token = token::mint(&self.ep.secret, from, &dcid, &new_scid);
+                    let sent = quiche::retry(
+                        &ConnectionId::from_ref(&scid),
+                        &ConnectionId::from_ref(&dcid),
+                        &new_scid,
+                        &token,
+                        version,
+                        &mut self.out,
+                    );
+                    if let Ok(n) = sent {
+                        let _ = self.ep.socket.try_send_to(&self.out[..n], from);
+                        m::datagram("retry_sent");
+                    }
+                    return;
+                }
+                (new_scid, None)
+            }
+        };
+        let Some(guard) = gateway.admit(server.max_connections, server.max_connections_per_source, from.ip()) else {
+            m::datagram("shed");
+            return;
+        };
+        if self.tls.as_ref().is_none_or(|t| t.generation.id != generation.id) && self.tls_failed != Some(generation.id)
+        {
+            match QuicTls::build(&gateway) {
+                Ok(t) => self.tls = Some(t),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot build the QUIC TLS settings; keeping the previous ones");
+                    self.tls_failed = Some(generation.id);
+                }
+            }
+        }
+        let Some(tls) = self.tls.as_mut() else {
+            return;
+        };
+        tls.config
+            .set_stateless_reset_token(Some(self.ep.secret.reset_token(&new_scid)));
+        let conn = match quiche::accept(&new_scid, odcid.as_ref(), self.local, from, &mut tls.config) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%from, error = %e, "QUIC accept failed");
+                return;
+            }
+        };
+        let (tx, rx) = mpsc::channel(CONN_QUEUE);
+        let mut ids = vec![new_scid.to_vec()];
+        if odcid.is_none() {
+            // The client keeps addressing its Initial and 0-RTT packets to the ID it chose.
+            ids.push(dcid);
+        }
+        for id in &ids {
+            self.conns.insert(id.clone(), tx.clone());
+        }
+        let _ = tx.try_send(Datagram { data, from });
+        self.handshaking.fetch_add(1, Ordering::Relaxed);
+        let accepted = Accepted {
+            conn,
+            rx,
+            socket: self.ep.socket.clone(),
+            local: self.local,
+            peer: from,
+            generation: tls.generation.clone(),
+            tls: tls.service.clone(),
+            guard,
+            handshaking: self.handshaking.clone(),
+            done: self.done.clone(),
+            ids,
+        };
+        tokio::spawn(conn::run(gateway, accepted));
+    }
+}

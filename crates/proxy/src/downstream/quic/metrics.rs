@@ -1,0 +1,128 @@
+//! The QUIC listener's metrics, labelled `protocol="h3"` so dashboards put them beside the TCP
+//! path's: handshakes (by site, resumption and 0-RTT), handshake failures, what happened to
+//! datagrams that reached no connection, and per connection at its end its lost packets and
+//! smoothed RTT. Requests are counted by the access log (`requests_total{protocol="h3"}`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::LazyLock;
+
+/// The one protocol label value of this listener.
+pub const PROTOCOL: &str = "h3";
+
+/// Labels of `tlsgate_quic_handshakes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    /// Always `h3`.
+    pub protocol: &'static str,
+    /// The site selected by SNI.
+    pub site: &'static str,
+    /// `full` or `resumed`.
+    pub outcome: &'static str,
+    /// `yes` when 0-RTT data was accepted.
+    pub early_data: &'static str,
+    /// The key exchange group.
+    pub group: &'static str,
+}
+
+/// Labels with a reason or an event name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WhatLabels {
+    /// Always `h3`.
+    pub protocol: &'static str,
+    /// What happened.
+    pub what: &'static str,
+}
+
+/// Labels with the protocol alone.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabels {
+    /// Always `h3`.
+    pub protocol: &'static str,
+}
+
+fn rtt_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 16))
+}
+
+/// The process-wide QUIC metrics.
+pub struct QuicMetrics {
+    /// Completed handshakes.
+    pub handshakes: Family<HandshakeLabels, Counter>,
+    /// Handshakes that did not complete, by reason.
+    pub handshake_failures: Family<WhatLabels, Counter>,
+    /// Datagrams handled without a connection (garbage, resets, retries, ...).
+    pub datagrams: Family<WhatLabels, Counter>,
+    /// Packets declared lost, counted when each connection ends.
+    pub lost_packets: Family<ProtocolLabels, Counter>,
+    /// Smoothed RTT of each connection when it ends.
+    pub rtt: Family<ProtocolLabels, Histogram, fn() -> Histogram>,
+}
+
+/// The metrics (they outlive configuration generations).
+pub fn metrics() -> &'static QuicMetrics {
+    static METRICS: LazyLock<QuicMetrics> = LazyLock::new(|| QuicMetrics {
+        handshakes: Family::default(),
+        handshake_failures: Family::default(),
+        datagrams: Family::default(),
+        lost_packets: Family::default(),
+        rtt: Family::new_with_constructor(rtt_histogram),
+    });
+    &METRICS
+}
+
+/// Counts one datagram event (`tlsgate_quic_datagrams_total{what}`).
+pub fn datagram(what: &'static str) {
+    metrics()
+        .datagrams
+        .get_or_create(&WhatLabels {
+            protocol: PROTOCOL,
+            what,
+        })
+        .inc();
+}
+
+/// Counts one failed handshake.
+pub fn handshake_failed(what: &'static str) {
+    metrics()
+        .handshake_failures
+        .get_or_create(&WhatLabels {
+            protocol: PROTOCOL,
+            what,
+        })
+        .inc();
+}
+
+/// Registers the QUIC metrics in `registry` (once, at start).
+pub fn register(registry: &mut Registry) {
+    let m = metrics();
+    registry.register(
+        "quic_handshakes",
+        "Completed QUIC handshakes by site, resumption, 0-RTT and group",
+        m.handshakes.clone(),
+    );
+    registry.register(
+        "quic_handshake_failures",
+        "QUIC handshakes that did not complete, by reason",
+        m.handshake_failures.clone(),
+    );
+    registry.register(
+        "quic_datagrams",
+        "UDP datagrams handled without a connection: garbage, unknown connection (stateless reset), \
+         retry, version negotiation, forwarded to their worker, shed",
+        m.datagrams.clone(),
+    );
+    registry.register(
+        "quic_lost_packets",
+        "Packets QUIC declared lost, counted as each connection ends",
+        m.lost_packets.clone(),
+    );
+    registry.register(
+        "quic_rtt_seconds",
+        "Smoothed round-trip time of each QUIC connection when it ends",
+        m.rtt.clone(),
+    );
+}

@@ -1,0 +1,3 @@
+module tlsgate.test/echclient
+
+go 1.23

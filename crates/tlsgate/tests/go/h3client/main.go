@@ -1,0 +1,152 @@
+// h3client: an HTTP/3 client that is not tlsgate's own (quic-go's), for tlsgate's HTTP/3
+// end-to-end tests (crates/tlsgate/tests/http3.rs). It sends -n requests to -url over one QUIC
+// connection (verifying the server against -ca, with -sni as the server name), optionally with
+// a body of -body bytes, and prints one JSON line per request: status, protocol, body length
+// and its first bytes, the Alt-Svc header. With -resume, a second connection follows with the
+// first one's session ticket and reports whether it resumed; with -early its request goes in
+// 0-RTT. With -hold, it keeps the connection open that long after the requests and then sends
+// -n more on it (to check that garbage sent meanwhile did not disturb it).
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+type result struct {
+	Conn     int    `json:"conn"`
+	Status   int    `json:"status,omitempty"`
+	Proto    string `json:"proto,omitempty"`
+	Length   int    `json:"length"`
+	Head     string `json:"head,omitempty"`
+	AltSvc   string `json:"alt_svc,omitempty"`
+	Resumed  bool   `json:"resumed"`
+	Early    bool   `json:"early"`
+	Error    string `json:"error,omitempty"`
+	Elapsed  int64  `json:"elapsed_ms"`
+	LocalUDP string `json:"local,omitempty"`
+}
+
+func main() {
+	url := flag.String("url", "", "https URL to request")
+	caFile := flag.String("ca", "", "CA certificate (PEM)")
+	sni := flag.String("sni", "localhost", "server name")
+	method := flag.String("method", "GET", "request method")
+	bodyLen := flag.Int("body", 0, "request body bytes (POST)")
+	n := flag.Int("n", 1, "requests per connection")
+	resume := flag.Bool("resume", false, "open a second connection resuming the first's session")
+	early := flag.Bool("early", false, "with -resume: send the second connection's requests in 0-RTT")
+	hold := flag.Duration("hold", 0, "keep the connection open this long, then repeat the requests")
+	secondURL := flag.String("url2", "", "with -resume: the second connection's URL (another gateway)")
+	flag.Parse()
+
+	pem, err := os.ReadFile(*caFile)
+	if err != nil {
+		fail(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		fail(errors.New("no certificate in -ca"))
+	}
+	cache := tls.NewLRUClientSessionCache(8)
+	conns := 1
+	if *resume {
+		conns = 2
+	}
+	for c := 0; c < conns; c++ {
+		target := *url
+		if c == 1 && *secondURL != "" {
+			target = *secondURL
+		}
+		tlsConf := &tls.Config{RootCAs: roots, ServerName: *sni, ClientSessionCache: cache, NextProtos: []string{"h3"}}
+		qconf := &quic.Config{HandshakeIdleTimeout: 5 * time.Second, MaxIdleTimeout: 30 * time.Second}
+		tr := &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: qconf}
+		if c == 1 && *early {
+			tr.Dial = func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+				return quic.DialAddrEarly(ctx, addr, tc, qc)
+			}
+		}
+		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		rounds := 1
+		if *hold > 0 {
+			rounds = 2
+		}
+		for r := 0; r < rounds; r++ {
+			if r == 1 {
+				time.Sleep(*hold)
+			}
+			for i := 0; i < *n; i++ {
+				res := request(client, c, target, *method, *bodyLen, c == 1 && *early)
+				out, _ := json.Marshal(res)
+				fmt.Println(string(out))
+			}
+		}
+		tr.Close()
+	}
+}
+
+func request(client *http.Client, conn int, url, method string, bodyLen int, early bool) result {
+	res := result{Conn: conn}
+	started := time.Now()
+	var body io.Reader
+	if bodyLen > 0 {
+		body = bytes.NewReader(bytes.Repeat([]byte("b"), bodyLen))
+	}
+	m := method
+	if early {
+		m = http3.MethodGet0RTT
+	}
+	req, err := http.NewRequest(m, url, body)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	trace := &tlsTrace{}
+	req = req.WithContext(context.WithValue(req.Context(), traceKey{}, trace))
+	resp, err := client.Do(req)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		res.Error = err.Error()
+	}
+	res.Status = resp.StatusCode
+	res.Proto = resp.Proto
+	res.Length = len(data)
+	if len(data) > 200 {
+		data = data[:200]
+	}
+	res.Head = string(data)
+	res.AltSvc = resp.Header.Get("Alt-Svc")
+	if resp.TLS != nil {
+		res.Resumed = resp.TLS.DidResume
+	}
+	res.Early = early
+	res.Elapsed = time.Since(started).Milliseconds()
+	return res
+}
+
+type traceKey struct{}
+type tlsTrace struct{}
+
+func fail(err error) {
+	out, _ := json.Marshal(result{Error: err.Error()})
+	fmt.Println(string(out))
+	os.Exit(1)
+}

@@ -1,0 +1,358 @@
+//! HTTP/3 over QUIC end to end, with a client tlsgate did not write (quic-go's HTTP/3 client in
+//! tests/go/h3client, built here with `go build`): requests through the same proxy layer as TCP
+//! to a real origin, Alt-Svc on TCP responses, hostile datagrams, the anti-amplification limit,
+//! Retry, and resumption on a second gateway with the same cluster secret.
+
+mod common;
+mod keyless_env;
+
+use serde_json::Value;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tlsgate_testkit::{free_port, require, Origin};
+
+/// The quic-go client, built once per test binary into a temporary directory.
+fn h3client() -> &'static Path {
+    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &BUILT
+        .get_or_init(|| {
+            require("go");
+            let dir = tempfile::tempdir().unwrap();
+            let bin = dir.path().join("h3client");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h3client");
+            let out = std::process::Command::new("go")
+                .args(["build", "-o"])
+                .arg(&bin)
+                .arg(".")
+                .current_dir(&src)
+                .output()
+                .expect("go build");
+            assert!(
+                out.status.success(),
+                "go build: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (dir, bin)
+        })
+        .1
+}
+
+/// Runs the client with `args`; its JSON lines.
+fn client(ca: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["-ca", ca.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = tlsgate_testkit::run(
+        h3client().to_str().unwrap(),
+        &all,
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(30),
+    );
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", out.all())))
+        .collect()
+}
+
+/// An `[http3]` section with HTTP/3 on and `extra` lines.
+fn http3(extra: &str) -> String {
+    format!("[http3]\nenabled = true\n{extra}\n")
+}
+
+/// Routes everything but `/hello` to `origin`.
+fn to_origin(origin: &Origin) -> String {
+    format!(
+        "{}{}",
+        common::upstream_route(None, "/", "o"),
+        common::upstream("o", &[origin.addr()], "")
+    )
+}
+
+#[test]
+fn get_and_post_reach_the_origin_over_http3() {
+    let origin = Origin::start("o1");
+    let f = common::start(&http3(""), &to_origin(&origin));
+    let ca = f.pki.ca_file();
+    let url = |p: &str| format!("https://localhost:{}{p}", f.https);
+    let got = client(&ca, &["-url", &url("/echo?x=1")]);
+    assert_eq!(got[0]["status"], 200, "{got:?}\n{}", f.gw.log());
+    assert_eq!(got[0]["proto"], "HTTP/3.0");
+    let head = got[0]["head"].as_str().unwrap();
+    assert!(
+        head.contains("origin=o1") && head.contains("method=GET") && head.contains("path=/echo?x=1"),
+        "{head}"
+    );
+    // A body larger than the stream and connection windows, streamed up; a large one down.
+    let posted = client(&ca, &["-url", &url("/upload"), "-method", "POST", "-body", "3000000"]);
+    assert_eq!(posted[0]["status"], 200, "{posted:?}");
+    assert!(
+        posted[0]["head"].as_str().unwrap().contains("received=3000000"),
+        "{posted:?}"
+    );
+    let big = client(&ca, &["-url", &url("/bytes?n=5000000"), "-n", "2"]);
+    assert!(big.iter().all(|r| r["length"] == 5_000_000), "{big:?}");
+    // The gateway's own answers too (a fixed response), on one connection.
+    let fixed = client(&ca, &["-url", &url("/hello")]);
+    assert_eq!(fixed[0]["head"], "Hello, world!");
+    assert!(f.gw.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 5.0);
+    assert!(f.gw.metric("tlsgate_quic_handshakes_total", &["protocol=\"h3\""]) >= 4.0);
+}
+
+/// The `Alt-Svc` header of a TCP response from `f` (HTTP/1.1 and HTTP/2 alike).
+fn alt_svc(f: &common::Fixture) -> Vec<Option<String>> {
+    ["--http1.1", "--http2"]
+        .iter()
+        .map(|proto| {
+            let out = f.curl(&[proto, "-D", "-", "-o", "/dev/null"], "/hello");
+            assert!(out.stdout.contains(" 200"), "{}", out.all());
+            out.stdout.lines().find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case("alt-svc"))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn alt_svc_is_advertised_on_tcp_only_when_enabled() {
+    let on = common::start(&http3("alt_svc = true\nalt_svc_max_age = \"1h\""), "");
+    let want = format!("h3=\":{}\"; ma=3600", on.https);
+    assert_eq!(alt_svc(&on), [Some(want.clone()), Some(want)]);
+    drop(on);
+    let quiet = common::start(&http3(""), "");
+    assert_eq!(alt_svc(&quiet), [None, None], "HTTP/3 on, alt_svc off");
+    drop(quiet);
+    let off = common::start("[http3]\nalt_svc = true\n", "");
+    assert_eq!(alt_svc(&off), [None, None], "HTTP/3 off");
+}
+
+#[test]
+fn hostile_datagrams_do_not_disturb_an_established_connection() {
+    let f = common::start(&http3(""), "");
+    let ca = f.pki.ca_file();
+    let url = format!("https://localhost:{}/hello", f.https);
+    let held = std::thread::spawn(move || client(&ca, &["-url", &url, "-hold", "2s"]));
+    std::thread::sleep(Duration::from_millis(700));
+    let target = format!("127.0.0.1:{}", f.https);
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut random = |buf: &mut [u8]| {
+        for b in buf.iter_mut() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            *b = seed as u8;
+        }
+    };
+    for i in 0..300usize {
+        let mut d = vec![0u8; 1 + (i * 37) % 1400];
+        random(&mut d);
+        match i % 3 {
+            // Short-header packets for connections that do not exist: stateless resets.
+            0 => d[0] = 0x40 | (d[0] & 0x3f),
+            // Long headers of QUIC v1 with junk inside, some large enough to look like Initials.
+            1 if d.len() > 6 => {
+                d[0] = 0xc0 | (d[0] & 0x0f);
+                d[1..5].copy_from_slice(&1u32.to_be_bytes());
+            }
+            _ => {}
+        }
+        junk.send_to(&d, &target).unwrap();
+    }
+    let got = held.join().unwrap();
+    assert_eq!(got.len(), 2, "{got:?}");
+    for r in &got {
+        assert_eq!(r["status"], 200, "{got:?}\n{}", f.gw.log());
+        assert_eq!(r["head"], "Hello, world!");
+    }
+    assert!(f.gw.metric("tlsgate_quic_datagrams_total", &["what=\"garbage\""]) > 0.0);
+    assert!(f.gw.metric("tlsgate_quic_datagrams_total", &["what=\"stateless_reset\""]) > 0.0);
+    // Everyone else is still served.
+    let again = client(
+        &f.pki.ca_file(),
+        &["-url", &format!("https://localhost:{}/hello", f.https)],
+    );
+    assert_eq!(again[0]["status"], 200);
+}
+
+/// Sends one client Initial (quiche's ClientHello, X25519 only so that it fits one padded
+/// datagram) from a socket that never answers, and counts what the gateway sends back within
+/// `wait`: (sent, received) bytes.
+fn unanswered_initial(port: u16, wait: Duration) -> (usize, usize) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut tls = boring::ssl::SslContextBuilder::new(boring::ssl::SslMethod::tls()).unwrap();
+    tls.set_curves_list("X25519").unwrap();
+    let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, tls).unwrap();
+    config.set_application_protos(&[b"h3"]).unwrap();
+    config.verify_peer(false);
+    config.set_max_idle_timeout(30_000);
+    let scid = quiche::ConnectionId::from_ref(&[7u8; 16]);
+    let mut conn = quiche::connect(
+        Some("localhost"),
+        &scid,
+        sock.local_addr().unwrap(),
+        server,
+        &mut config,
+    )
+    .unwrap();
+    let mut buf = [0u8; 1500];
+    let mut sent = 0;
+    while let Ok((n, _)) = conn.send(&mut buf) {
+        sock.send_to(&buf[..n], server).unwrap();
+        sent += n;
+    }
+    sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let deadline = std::time::Instant::now() + wait;
+    let mut received = 0;
+    while std::time::Instant::now() < deadline {
+        if let Ok((n, _)) = sock.recv_from(&mut buf) {
+            received += n;
+        }
+    }
+    (sent, received)
+}
+
+#[test]
+fn an_unvalidated_address_gets_at_most_three_times_what_it_sent() {
+    // A certificate naming 150 more hosts: a server flight of several kilobytes, far more than
+    // 3x one Initial (the client offers no certificate compression).
+    let pki = tlsgate_testkit::TestPki::new();
+    let names: Vec<String> = (0..150).map(|i| format!("host-{i:03}.amplification.example")).collect();
+    let mut all: Vec<&str> = vec!["localhost"];
+    all.extend(names.iter().map(String::as_str));
+    let (chain, key) = pki.leaf("big", &all, tlsgate_tls::pki::KeyKind::EcdsaP256);
+    let certs = common::cert_block(&chain, &key);
+    let (https, admin) = (free_port(), free_port());
+    let text = common::config_with_certs(&certs, https, admin, &http3("retry = \"never\""), "");
+    let gw = tlsgate_testkit::GatewayProcess::start(common::binary(), &text, admin, &[https]);
+    let (sent, received) = unanswered_initial(https, Duration::from_secs(2));
+    assert_eq!(sent, 1200, "one padded Initial");
+    assert!(
+        received <= 3 * sent,
+        "sent {received} bytes to an address that sent {sent} before validating it"
+    );
+    assert!(
+        received > 2 * sent,
+        "the flight is larger than the limit, so the gateway sends up to it: {received}\n{}",
+        gw.log()
+    );
+}
+
+#[test]
+fn retry_validates_addresses_before_any_tls_work() {
+    let f = common::start(&http3("retry = \"always\""), "");
+    let (sent, received) = unanswered_initial(f.https, Duration::from_millis(600));
+    assert!(
+        received < sent,
+        "only a Retry packet ({received} bytes) answers an unproven address"
+    );
+    let got = client(
+        &f.pki.ca_file(),
+        &["-url", &format!("https://localhost:{}/hello", f.https)],
+    );
+    assert_eq!(got[0]["status"], 200, "{got:?}\n{}", f.gw.log());
+    assert!(f.gw.metric("tlsgate_quic_datagrams_total", &["what=\"retry_sent\""]) >= 2.0);
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &[]),
+        1.0,
+        "the silent client never got a handshake"
+    );
+}
+
+#[test]
+fn a_session_resumes_on_another_gateway_with_the_cluster_secret_and_0rtt_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster.key");
+    tlsgate_testkit::write_private(&secret, &format!("{}\n", "5a".repeat(32)));
+    let cluster = format!(
+        "{}[tls.tickets]\nearly_data = true\n[cluster]\nsecret_files = [{}]\nstore = \"local\"\n",
+        http3(""),
+        tlsgate_testkit::toml_path(&secret)
+    );
+    let first = common::start(&cluster, "");
+    let second_port = free_port();
+    let second_admin = free_port();
+    let text = common::config_with_certs(
+        &common::existing_site_certs(&first.pki),
+        second_port,
+        second_admin,
+        &cluster,
+        "",
+    );
+    let second = tlsgate_testkit::GatewayProcess::start(common::binary(), &text, second_admin, &[second_port]);
+    let ca = first.pki.ca_file();
+    let got = client(
+        &ca,
+        &[
+            "-url",
+            &format!("https://localhost:{}/hello", first.https),
+            "-resume",
+            "-url2",
+            &format!("https://localhost:{second_port}/hello"),
+        ],
+    );
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0]["resumed"], false);
+    assert_eq!(got[1]["status"], 200, "{got:?}\n{}", second.log());
+    assert_eq!(got[1]["resumed"], true, "{got:?}");
+    assert_eq!(
+        second.metric("tlsgate_quic_handshakes_total", &["outcome=\"resumed\""]),
+        1.0
+    );
+    // 0-RTT: a safe request in early data on the second gateway, served (Early-Data: 1 towards
+    // the origin is the proxy layer's, as for TCP).
+    let early_yes =
+        |g: &tlsgate_testkit::GatewayProcess| g.metric("tlsgate_quic_handshakes_total", &["early_data=\"yes\""]);
+    let served =
+        |g: &tlsgate_testkit::GatewayProcess| g.metric("tlsgate_state", &["name=\"early_data_requests_served_total\""]);
+    let (yes_before, served_before) = (early_yes(&second), served(&second));
+    let early = client(
+        &ca,
+        &[
+            "-url",
+            &format!("https://localhost:{}/hello", first.https),
+            "-resume",
+            "-early",
+            "-url2",
+            &format!("https://localhost:{second_port}/hello"),
+        ],
+    );
+    assert_eq!(early[1]["status"], 200, "{early:?}\n{}", second.log());
+    assert_eq!(early_yes(&second), yes_before + 1.0, "{early:?}");
+    assert!(served(&second) > served_before, "{early:?}");
+}
+
+#[test]
+fn a_keyless_certificate_serves_http3_through_the_async_key_path() {
+    let pki = tlsgate_testkit::TestPki::new();
+    let keys = keyless_env::site_keys(&pki);
+    let files = keyless_env::keyserver_files(&pki);
+    let ks = keyless_env::start_keyserver(&pki, &files, free_port(), &[&keys], "");
+    let identity = keyless_env::client_cert(&pki, "gateway", "gateway-1");
+    let gw = keyless_env::start_gateway_with_pool(&pki, &identity, "main", &[ks.addr()], &http3(""));
+    let got = client(
+        &gw.ca,
+        &["-url", &format!("https://localhost:{}/hello", gw.https), "-n", "2"],
+    );
+    assert!(got.iter().all(|r| r["status"] == 200), "{got:?}\n{}", gw.gw.log());
+    assert!(ks.ops() >= 1.0, "the key server signed the QUIC handshake");
+}
+
+#[test]
+fn shutdown_lets_an_http3_request_in_flight_finish_then_exits() {
+    let origin = Origin::start("slow");
+    let mut f = common::start(&http3(""), &to_origin(&origin));
+    let ca = f.pki.ca_file();
+    let url = format!("https://localhost:{}/slow?ms=1500", f.https);
+    let slow = std::thread::spawn(move || client(&ca, &["-url", &url]));
+    assert!(common::wait_until(Duration::from_secs(5), || origin.count() == 1));
+    f.gw.signal("TERM");
+    let got = slow.join().unwrap();
+    assert_eq!(got[0]["status"], 200, "drained, not cut: {got:?}\n{}", f.gw.log());
+    assert_eq!(got[0]["head"], "slow done\n");
+    assert!(f.gw.wait_exit(Duration::from_secs(10)).is_some(), "exits once drained");
+}
