@@ -38,11 +38,15 @@ tlsgate_install_packages() {
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
 TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base)
 
-# crates/tlsgate/tests/http3.rs builds its HTTP/3 client (tests/go/h3client, quic-go, pinned in its
-# go.mod/go.sum) with `go build` itself: it needs Go >= 1.26 on PATH and the Go module proxy.
+# Go: the test clients it builds need Go >= 1.26 (tests/go/h3client: quic-go v0.65, for
+# crates/tlsgate/tests/http3.rs; tests/go/echclient: crypto/tls's ECH client, for tests/ech.rs;
+# both built by the tests with `go build`), and the tools below are built with it too. Where the
+# `go` on PATH is older (Debian 12's golang-go is 1.19), $TLSGATE_GO_VERSION is fetched from the
+# Go module proxy and its bin directory goes first on PATH, for this script and the tests.
 # Go-built test clients, installed with `go install` into $(go env GOPATH)/bin (put on PATH):
 #   h2spec: HTTP/2 conformance (crates/tlsgate/tests/proxy_requests.rs)
 #   pebble, pebble-challtestsrv: Let's Encrypt's ACME test CA and its DNS (crates/tlsgate/tests/acme.rs)
+TLSGATE_GO_VERSION=go1.26.8
 TLSGATE_GO_TOOLS=(github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
   github.com/letsencrypt/pebble/v2/cmd/pebble@v2.8.0
   github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@v2.8.0)
@@ -52,6 +56,23 @@ tlsgate_install_go_tools() {
   local bin
   bin="$(go env GOPATH)/bin"
   export PATH="$PATH:$bin"
+  if ! go version | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])'; then
+    # The toolchain as the Go module proxy serves it (what GOTOOLCHAIN fetches in Go >= 1.21;
+    # any Go can download a module), so only the module proxy has to be reachable; copied out of
+    # the read-only module cache with its programs made executable, as `go` does itself.
+    local root="${XDG_DATA_HOME:-$HOME/.local/share}/tlsgate/$TLSGATE_GO_VERSION"
+    if [ ! -x "$root/bin/go" ]; then
+      local mod="golang.org/toolchain@v0.0.1-$TLSGATE_GO_VERSION.linux-$(go env GOARCH)" dir
+      echo "installing: $TLSGATE_GO_VERSION (module $mod; the test clients need Go >= 1.26)" >&2
+      dir=$(GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      [ -d "$dir" ] || { echo "cannot download $mod" >&2; return 1; }
+      mkdir -p "$(dirname "$root")"
+      rm -rf "$root.tmp" && cp -r "$dir" "$root.tmp" && chmod -R u+w "$root.tmp"
+      chmod +x "$root.tmp"/bin/* "$root.tmp"/pkg/tool/*/*
+      mv "$root.tmp" "$root"
+    fi
+    export PATH="$root/bin:$PATH"
+  fi
   for tool in "${TLSGATE_GO_TOOLS[@]}"; do
     local name="${tool%@*}"
     name="${name##*/}"
@@ -60,17 +81,6 @@ tlsgate_install_go_tools() {
       GOFLAGS=-mod=mod go install "$tool"
     fi
   done
-  # Go >= 1.23 (crypto/tls's ECH client) builds tests/go/echclient (crates/tlsgate/tests/ech.rs);
-  # Debian 12's 1.19 has no ECH: the golang.org/dl wrapper fetches a newer toolchain, which the
-  # test runs through TLSGATE_GO.
-  if ! go version | grep -Eq 'go1\.(2[3-9]|[3-9][0-9])'; then
-    if ! command -v go1.24.13 >/dev/null; then
-      echo "installing: go1.24.13 (golang.org/dl, for the ECH test client)" >&2
-      GOFLAGS=-mod=mod go install golang.org/dl/go1.24.13@latest
-      "$bin/go1.24.13" download
-    fi
-    export TLSGATE_GO="$bin/go1.24.13"
-  fi
 }
 
 # ML-DSA test client (crates/tlsgate/tests/mldsa.rs): pyOpenSSL on cryptography >= 50, whose

@@ -23,7 +23,8 @@ fn echclient() -> &'static Path {
     static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     &BUILT
         .get_or_init(|| {
-            // Go >= 1.23 (its ECH client); scripts/deps.sh sets TLSGATE_GO where `go` is older.
+            // Go >= 1.23 (its ECH client; scripts/deps.sh puts Go 1.26 first on PATH where `go` is
+            // older); TLSGATE_GO names another.
             let go = std::env::var("TLSGATE_GO").unwrap_or_else(|_| "go".into());
             if go == "go" {
                 require("go");
