@@ -3,10 +3,12 @@
 //! server sends (leaf + intermediate) reaches a target size. Issued by tlsgate-tls's PKI
 //! ([`tlsgate_tls::pki`]); this module only sizes and writes the chains.
 //!
-//! This stands in for ML-DSA: BoringSSL as bound by `boring` 5 cannot load or sign with ML-DSA
-//! keys, so a "post-quantum chain" here is an ECDSA P-256 chain of the size an ML-DSA chain
-//! would have. The handshake carries the same bytes; the signature work differs (ECDSA), and the
-//! CertificateVerify stays ECDSA-sized (ML-DSA-44 would add ~2.3 KB there).
+//! These padded chains stand in for ML-DSA: a "post-quantum chain" here is an ECDSA P-256 chain
+//! of the size an ML-DSA chain would have. The handshake carries the same bytes; the signature
+//! work differs (ECDSA), and the CertificateVerify stays ECDSA-sized (ML-DSA-44 would add ~2.4 KB
+//! there). The gateway now serves real ML-DSA chains (`tlsgate_tls::pki::MlDsaChain`,
+//! docs/PQ-CERTS.md); moving the lab's experiments onto them is issue 22's part 2, and these stay
+//! as the fallback.
 
 use std::path::{Path, PathBuf};
 use tlsgate_error::{Classify, Side};
