@@ -261,7 +261,7 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         let cluster =
             crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         control_plane::start(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: control: {e:#}", path.display()))?;
-        acme::start(&config, &gateway);
+        acme_manager::start(&config, &gateway);
         cluster
     };
 

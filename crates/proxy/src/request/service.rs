@@ -95,7 +95,11 @@ async fn route_request(
     let Some(route) = site.router_for(ctx.tls.ja4.as_deref()).route(host, &target.path) else {
         return Ok(error_response(StatusCode::NOT_FOUND, "404 Not Found: no route\n"));
     };
-    let limited = match ctx.gateway.rate_limits.check(ctx, req, &route.rate_limit) {
+    let limited = match ctx
+        .gateway
+        .rate_limits
+        .check(ctx.peer.ip(), ctx.tls.ja4.as_deref(), req, &route.rate_limit)
+    {
         Ok(allowed) => allowed,
         Err(too_many) => return Ok(too_many),
     };

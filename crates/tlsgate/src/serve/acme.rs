@@ -2,12 +2,11 @@
 //! keys), the configuration a generation is built from (a `[site.acme]` site serves the files
 //! of its state directory: the CA's certificate once issued, a self-signed placeholder before),
 //! installing a new certificate without a restart, and starting the renewal manager
-//! (`acme_manager`). docs/ACME.md.
+//! (`acme_manager`, which uses this module and is started by `serve`). docs/ACME.md.
 
 use boring::pkey::{PKey, Private};
 use boring::x509::X509;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use tlsgate_acme::csr::KeyKind;
 use tlsgate_config::{AcmeConfig, CertificateConfig, Config};
 use tlsgate_proxy::Gateway;
@@ -279,13 +278,6 @@ pub fn install(gateway: &Gateway, slot: &CertSlot, chain_pem: &[u8], key_pem: &[
         }
     }
     Ok(result?)
-}
-
-/// Starts the renewal manager on the current runtime when the configuration has `[acme]`.
-pub fn start(config: &Config, gateway: &Arc<Gateway>) {
-    if let Some(acme) = &config.acme {
-        crate::serve::acme_manager::spawn(acme.clone(), gateway.clone());
-    }
 }
 
 /// The state directory's account key, created when missing.

@@ -32,6 +32,13 @@ struct Shared {
     running: Mutex<HashSet<(String, String)>>,
 }
 
+/// Starts the renewal manager on the current runtime when the configuration has `[acme]`.
+pub fn start(config: &tlsgate_config::Config, gateway: &std::sync::Arc<tlsgate_proxy::Gateway>) {
+    if let Some(acme) = &config.acme {
+        spawn(acme.clone(), gateway.clone());
+    }
+}
+
 /// Starts the manager on the current runtime.
 pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>) {
     let key = match acme::account_key(&cfg) {

@@ -23,7 +23,6 @@ mod window;
 pub use sync::{CountFuture, CountOp, CountTotals, CounterStore};
 
 use crate::body::{Body, ClientBody};
-use crate::context::ConnContext;
 use arc_swap::ArcSwap;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use key::{HashKey, KeyKind};
@@ -244,12 +243,14 @@ impl RateLimiter {
         }
     }
 
-    /// Counts `req` against the limits of its route: `Err` is the 429 to answer, `Ok` what to
-    /// add to the response (nothing unless a limit sends its fields on allowed responses).
+    /// Counts `req` from client `peer` (fingerprint `ja4`) against the limits of its route:
+    /// `Err` is the 429 to answer, `Ok` what to add to the response (nothing unless a limit sends
+    /// its fields on allowed responses).
     #[allow(clippy::result_large_err)] // the error is the response itself, answered at once
     pub fn check(
         &self,
-        ctx: &ConnContext,
+        peer: std::net::IpAddr,
+        ja4: Option<&str>,
         req: &Request<ClientBody>,
         route: &RouteLimits,
     ) -> Result<Allowed, Response<Body>> {
@@ -260,8 +261,8 @@ impl RateLimiter {
         let now = now_ns();
         let up = self.sync.up();
         let r = key::Request {
-            peer: ctx.peer.ip(),
-            ja4: ctx.tls.ja4.as_deref(),
+            peer,
+            ja4,
             headers: req.headers(),
             route: route.route,
         };
@@ -285,7 +286,7 @@ impl RateLimiter {
                 if let Some(left_out) = REFUSALS_LOGGED.allow() {
                     tracing::info!(
                         limit = &*limit.name,
-                        client = %ctx.peer.ip(),
+                        client = %peer,
                         shared,
                         left_out,
                         "request refused: over its rate limit (429; at most one line a second, \
