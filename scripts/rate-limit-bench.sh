@@ -33,13 +33,11 @@ bench_raise_nofile
 bench_ports_free $PORT $ADMIN $ORIGIN
 
 if [ "$UPSTREAM" = 1 ]; then
-  mkdir -p "$WORK/nginx"
-  printf 'hello, world\n' >"$WORK/nginx/13"
   cat >"$WORK/nginx.conf" <<NGINX
 worker_processes 1; daemon off; pid $WORK/nginx.pid; error_log $WORK/nginx-error.log;
 events { worker_connections 4096; }
 http { access_log off; keepalive_requests 100000;
-  server { listen 127.0.0.1:$ORIGIN; root $WORK/nginx; } }
+  server { listen 127.0.0.1:$ORIGIN; location / { default_type text/plain; return 200 "hello, world\n"; } } }
 NGINX
   taskset -c "$LOAD_CPU" nginx -c "$WORK/nginx.conf" -p "$WORK" &
   ORIGIN_PID=$!
