@@ -1,7 +1,7 @@
 //! The body types of the data path: [`Body`], a boxed stream of `Bytes` (responses, and
 //! requests on their way to an origin), and [`ClientBody`], a request body as it comes from a
-//! client, whatever protocol brought it (hyper's for HTTP/1.1 and HTTP/2, a stream for the
-//! servers that are not hyper's, such as HTTP/3).
+//! client, whatever protocol brought it (hyper's for HTTP/1.1, the `h2` crate's stream for
+//! HTTP/2, a boxed stream for HTTP/3).
 
 use bytes::Bytes;
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
@@ -105,9 +105,12 @@ pub enum ClientFault {
 /// A request body that failed on the client's side.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBodyError {
-    /// From hyper's HTTP/1.1 or HTTP/2 server.
+    /// From hyper's HTTP/1.1 server.
     #[error("request body: {0}")]
     Hyper(#[from] hyper::Error),
+    /// From the HTTP/2 server's stream.
+    #[error("request body: {0}")]
+    H2(#[from] h2::Error),
     /// The client's bytes were wrong (a server that is not hyper's says so).
     #[error("malformed request body: {0}")]
     Malformed(BoxError),
@@ -121,6 +124,7 @@ impl ClientBodyError {
     pub fn fault(&self) -> ClientFault {
         match self {
             Self::Hyper(e) => hyper_fault(e),
+            Self::H2(e) => h2_fault(e),
             Self::Malformed(_) => ClientFault::Malformed,
             Self::Abandoned(_) => ClientFault::Abandoned,
         }
@@ -159,18 +163,21 @@ fn hyper_fault(e: &hyper::Error) -> ClientFault {
             };
         }
         if let Some(h2) = s.downcast_ref::<h2::Error>() {
-            // The client reset the stream or the connection died: abandoned. A reset the
-            // gateway's HTTP/2 layer sent itself means the client broke the protocol
-            // (e.g. DATA beyond its content-length).
-            return if h2.is_remote() || h2.is_io() || h2.is_go_away() {
-                ClientFault::Abandoned
-            } else {
-                ClientFault::Malformed
-            };
+            return h2_fault(h2);
         }
         source = s.source();
     }
     ClientFault::Abandoned
+}
+
+/// The client reset the stream or the connection died: abandoned. A reset the gateway's HTTP/2
+/// layer sent itself means the client broke the protocol (e.g. DATA beyond its content-length).
+fn h2_fault(h2: &h2::Error) -> ClientFault {
+    if h2.is_remote() || h2.is_io() || h2.is_go_away() {
+        ClientFault::Abandoned
+    } else {
+        ClientFault::Malformed
+    }
 }
 
 /// A boxed client body stream of a server that is not hyper's.
@@ -179,8 +186,10 @@ pub type ClientStream = std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Erro
 /// A request body from a client, whatever protocol brought it: the request path
 /// ([`crate::request::service::handle`]) takes this, so every server feeds the same proxy layer.
 pub enum ClientBody {
-    /// hyper's HTTP/1.1 or HTTP/2 server (no box: the common case).
+    /// hyper's HTTP/1.1 server (no box: the common case).
     Hyper(hyper::body::Incoming),
+    /// The HTTP/2 server's stream (no box either).
+    H2(crate::h2_stream::RequestBody),
     /// Another server's body (HTTP/3).
     Stream(ClientStream),
 }
@@ -205,6 +214,7 @@ impl std::fmt::Debug for ClientBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Hyper(b) => b.fmt(f),
+            Self::H2(b) => b.fmt(f),
             Self::Stream(_) => f.write_str("ClientBody::Stream"),
         }
     }
@@ -226,6 +236,12 @@ impl http_body::Body for ClientBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
+            Self::H2(b) => match std::pin::Pin::new(b).poll_frame(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
             Self::Stream(b) => b.as_mut().poll_frame(cx),
         }
     }
@@ -233,6 +249,7 @@ impl http_body::Body for ClientBody {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Hyper(b) => b.is_end_stream(),
+            Self::H2(b) => b.is_end_stream(),
             Self::Stream(b) => b.is_end_stream(),
         }
     }
@@ -240,6 +257,7 @@ impl http_body::Body for ClientBody {
     fn size_hint(&self) -> http_body::SizeHint {
         match self {
             Self::Hyper(b) => b.size_hint(),
+            Self::H2(b) => b.size_hint(),
             Self::Stream(b) => b.size_hint(),
         }
     }

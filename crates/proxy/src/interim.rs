@@ -1,6 +1,9 @@
-//! Interim (1xx) responses from an origin on their way to an HTTP/1.1 client: today 103 Early
-//! Hints (RFC 8297), which let a browser start fetching what the `Link` headers name while the
-//! origin is still computing the final response.
+//! Interim (1xx) responses from an origin on their way to a client: today 103 Early Hints
+//! (RFC 8297), which let a browser start fetching what the `Link` headers name while the origin
+//! is still computing the final response.
+//!
+//! HTTP/2 clients get them as a HEADERS frame on the request's stream ([`StreamInterim`]: the
+//! stream's response handle, shared with the stream's task until the final response goes out).
 //!
 //! hyper's HTTP/1.1 server has no way to send an interim response, so the gateway writes it
 //! below hyper, into the TLS stream ([`crate::downstream::records::RecordSizer`] drains what is
@@ -112,12 +115,63 @@ impl InterimQueue {
     }
 }
 
+/// One HTTP/2 request stream's response handle, shared by the stream's task (which sends the
+/// final response with it) and the request path (which sends interim responses before that).
+/// A request extension the downstream HTTP/2 server adds.
+#[derive(Clone)]
+pub struct StreamInterim(Arc<StreamInterimInner>);
+
+struct StreamInterimInner {
+    respond: parking_lot::Mutex<h2::server::SendResponse<Bytes>>,
+    /// Bytes of interim heads sent on the stream so far (bounded by [`MAX_PENDING`]).
+    sent: AtomicU64,
+}
+
+impl StreamInterim {
+    /// Shares `respond`, the stream's response handle.
+    pub fn new(respond: h2::server::SendResponse<Bytes>) -> Self {
+        Self(Arc::new(StreamInterimInner {
+            respond: parking_lot::Mutex::new(respond),
+            sent: AtomicU64::new(0),
+        }))
+    }
+
+    /// The stream's response handle, for the final response and reset watching.
+    pub fn respond(&self) -> parking_lot::MutexGuard<'_, h2::server::SendResponse<Bytes>> {
+        self.0.respond.lock()
+    }
+
+    /// Sends an interim response on the stream now (a HEADERS frame; it needs no flow-control
+    /// credit, and the final response cannot have been sent yet: the request is still at the
+    /// origin). Past [`MAX_PENDING`] bytes of heads on one stream, dropped.
+    pub fn offer(&self, status: StatusCode, headers: &HeaderMap) -> Result<(), Dropped> {
+        let size: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+        let before = self.0.sent.fetch_add(size as u64, Ordering::Relaxed);
+        if before + size as u64 > MAX_PENDING as u64 {
+            return Err(Dropped::TooLarge);
+        }
+        let mut head = http::Response::new(());
+        *head.status_mut() = status;
+        *head.headers_mut() = headers.clone();
+        self.respond().send_informational(head).map_err(|_| Dropped::NotAlone)
+    }
+}
+
+/// Where a request's interim responses go.
+#[derive(Clone, Copy)]
+pub enum InterimTo<'a> {
+    /// An HTTP/1.1 connection's queue, written below hyper.
+    Http1(&'a InterimQueue),
+    /// An HTTP/2 stream, sent on it directly.
+    Http2(&'a StreamInterim),
+}
+
 /// Where one request's interim responses from the origin go, and their counter
 /// (`tlsgate_early_hints_total{result}`).
 #[derive(Clone, Copy)]
 pub struct InterimSink<'a> {
-    /// The client connection's queue, or the label saying why they are not forwarded.
-    pub to: Result<&'a InterimQueue, &'static str>,
+    /// The client connection's queue or stream, or the label saying why they are not forwarded.
+    pub to: Result<InterimTo<'a>, &'static str>,
     /// The counter family.
     pub count: &'a Family<InterimLabels, Counter>,
 }
@@ -131,7 +185,10 @@ impl InterimSink<'_> {
             return;
         }
         let result = match self.to {
-            Ok(queue) => queue
+            Ok(InterimTo::Http1(queue)) => queue
+                .offer(status, headers)
+                .map_or_else(Dropped::label, |()| "forwarded"),
+            Ok(InterimTo::Http2(stream)) => stream
                 .offer(status, headers)
                 .map_or_else(Dropped::label, |()| "forwarded"),
             Err(why) => why,

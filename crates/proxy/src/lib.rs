@@ -20,7 +20,8 @@
 //! * Shared leaf types: [`error`] (typed failures with their side and retry safety), [`body`],
 //!   [`facts`] (what the access log records), [`context`] (one client connection's facts),
 //!   [`identity`] (a client certificate's identity headers), [`fingerprint`] (the connection's
-//!   JA4 as an origin header and a routing key);
+//!   JA4 as an origin header and a routing key), [`h2_stream`] (an HTTP/2 stream's halves as a
+//!   request body and as a tunnel's byte stream);
 //!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
@@ -31,6 +32,7 @@ pub mod error;
 pub mod facts;
 pub mod fingerprint;
 pub mod gateway;
+pub mod h2_stream;
 pub mod identity;
 pub mod interim;
 pub mod request;

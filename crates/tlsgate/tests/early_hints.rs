@@ -1,6 +1,7 @@
 //! 103 Early Hints (RFC 8297) from an HTTP/1.1 origin reach HTTP/1.1 clients before the final
 //! response, hop-by-hop fields removed, on every request of a keep-alive connection and never in
-//! the middle of another response (pipelined requests); HTTP/1.0 and HTTP/2 clients, and groups
+//! the middle of another response (pipelined requests); HTTP/2 clients get them on each
+//! request's own stream (curl, and nghttp with concurrent streams); HTTP/1.0 clients, and groups
 //! with `forward_early_hints = false`, get the final response only, and each case is counted.
 
 mod common;
@@ -126,7 +127,68 @@ fn pipelined_requests_never_get_hints_inside_another_response() {
 }
 
 #[test]
-fn http10_and_http2_clients_and_groups_that_turn_them_off_get_no_hints() {
+fn http2_clients_get_hints_on_each_streams_own_stream_before_its_response() {
+    let f = start("");
+    let out = f.curl(&["--http2", "-sS", "-D", "-"], "/h2");
+    let text = out.stdout.to_ascii_lowercase();
+    let hints = text
+        .find("http/2 103")
+        .unwrap_or_else(|| panic!("no 103: {}", out.all()));
+    let ok = text
+        .find("http/2 200")
+        .unwrap_or_else(|| panic!("no 200: {}", out.all()));
+    assert!(hints < ok, "{}", out.all());
+    let hint_head = &text[hints..ok];
+    assert!(
+        hint_head.contains("link: </style.css>; rel=preload; as=style"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        !hint_head.contains("x-secret"),
+        "hop-by-hop field forwarded: {}",
+        out.all()
+    );
+    assert!(out.stdout.ends_with("hello /h2"), "{}", out.all());
+    assert_eq!(counted(&f, "forwarded"), 1.0, "{}", f.gw.metrics());
+
+    // nghttp (nghttp2's client, not curl's HTTP/2 stack), three streams at once on one
+    // connection: each stream gets its own 103 before its own 200.
+    let base = format!("https://localhost:{}", f.https);
+    let urls: Vec<String> = ["/a", "/b", "/c"].iter().map(|p| format!("{base}{p}")).collect();
+    let out = std::process::Command::new("nghttp")
+        .args(["-nv", "--no-verify-peer"])
+        .args(&urls)
+        .output()
+        .expect("nghttp (apt nghttp2-client) must be installed");
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{log}");
+    let mut by_stream: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    // Lines like `[  0.153] recv (stream_id=13) :status: 103`, in the order the frames came.
+    for line in log.lines() {
+        let Some(at) = line.find("recv (stream_id=") else {
+            continue;
+        };
+        let rest = &line[at + 16..];
+        let Some((sid, field)) = rest.split_once(") ") else {
+            continue;
+        };
+        if let Some(status) = field.strip_prefix(":status: ") {
+            by_stream
+                .entry(sid.to_string())
+                .or_default()
+                .push(status.trim().to_string());
+        }
+    }
+    assert_eq!(by_stream.len(), 3, "{log}");
+    for statuses in by_stream.values() {
+        assert_eq!(statuses, &["103", "200"], "{log}");
+    }
+    assert_eq!(counted(&f, "forwarded"), 4.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn http10_clients_and_groups_that_turn_them_off_get_no_hints() {
     let f = start("");
     let out = f.curl(&["--http1.0", "-sS", "-D", "-"], "/old");
     assert!(
@@ -137,15 +199,14 @@ fn http10_and_http2_clients_and_groups_that_turn_them_off_get_no_hints() {
     assert!(!out.stdout.contains("103"), "{}", out.all());
     assert!(out.stdout.ends_with("hello /old"), "{}", out.all());
     assert_eq!(counted(&f, "dropped_http10"), 1.0, "{}", f.gw.metrics());
-    let out = f.curl(&["--http2", "-sS", "-D", "-"], "/h2");
-    assert!(out.stdout.starts_with("HTTP/2 200"), "{}", out.all());
-    assert!(out.stdout.ends_with("hello /h2"), "{}", out.all());
-    assert_eq!(counted(&f, "dropped_http2"), 1.0, "{}", f.gw.metrics());
 
     let off = start("forward_early_hints = false\n");
     let out = off.curl(&["--http1.1", "-sS", "-D", "-"], "/off");
     assert!(out.stdout.starts_with("HTTP/1.1 200 OK"), "{}", out.all());
     assert!(out.stdout.ends_with("hello /off"), "{}", out.all());
-    assert_eq!(counted(&off, "dropped_off"), 1.0, "{}", off.gw.metrics());
+    let out = off.curl(&["--http2", "-sS", "-D", "-"], "/off2");
+    assert!(out.stdout.starts_with("HTTP/2 200"), "{}", out.all());
+    assert!(out.stdout.ends_with("hello /off2"), "{}", out.all());
+    assert_eq!(counted(&off, "dropped_off"), 2.0, "{}", off.gw.metrics());
     assert_eq!(counted(&off, "forwarded"), 0.0);
 }

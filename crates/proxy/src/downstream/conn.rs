@@ -91,19 +91,9 @@ pub async fn serve_tls(
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
     if done.h2 {
-        let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let ctx = ctx.clone();
-            async move {
-                let mut response = handle(ctx.clone(), req.map(ClientBody::Hyper)).await;
-                if let Ok(r) = &mut response {
-                    crate::downstream::quic::alt_svc::advertise(&ctx, r);
-                }
-                response
-            }
-        });
         Box::pin(http2::serve(
             tls,
-            service,
+            ctx,
             server,
             &generation.config.http2,
             activity,

@@ -8,7 +8,7 @@ use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
 use crate::gateway::Generation;
 use crate::identity::IdentityHop;
-use crate::interim::InterimSink;
+use crate::interim::{InterimSink, InterimTo, StreamInterim};
 use crate::request::access_log::{AccessBody, RequestLog};
 use crate::request::check as request_check;
 use crate::request::router::Action;
@@ -125,6 +125,8 @@ async fn route_request(
             let (Some(mut req), Some((path_and_query, authority))) = (slot.take(), forward) else {
                 return Err(ProxyError::BadRequest("no request"));
             };
+            // An HTTP/2 stream's own way to send 103s (the downstream HTTP/2 server adds it).
+            let stream_interim = req.extensions_mut().remove::<StreamInterim>();
             let upgrade = Upgrade::wanted(&mut req).map(|upgrade| UpgradeRequest {
                 upgrade,
                 slot: &ctx.tunnels,
@@ -158,10 +160,11 @@ async fn route_request(
                     destination: ctx.local,
                 },
                 interim: Some(InterimSink {
-                    to: match &ctx.interim {
-                        None => Err("dropped_http2"),
-                        Some(_) if req.version() != http::Version::HTTP_11 => Err("dropped_http10"),
-                        Some(queue) => Ok(queue.as_ref()),
+                    to: match (&ctx.interim, &stream_interim) {
+                        (_, Some(stream)) => Ok(InterimTo::Http2(stream)),
+                        (None, None) => Err("dropped_unsupported"),
+                        (Some(_), None) if req.version() != http::Version::HTTP_11 => Err("dropped_http10"),
+                        (Some(queue), None) => Ok(InterimTo::Http1(queue.as_ref())),
                     },
                     count: &ctx.gateway.metrics.early_hints,
                 }),

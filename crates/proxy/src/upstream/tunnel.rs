@@ -12,8 +12,10 @@
 //! HTTP/1.1 clients' connections are taken over by hand (hyper's manual upgrade): the request
 //! handler leaves the origin's side in the connection's [`TunnelSlot`], hyper sends the `101`
 //! and stops, and the connection's own task (downstream `http1`) then copies between the client
-//! socket and the origin. HTTP/2 streams are upgraded by hyper and copied by a task of their own.
+//! socket and the origin. An HTTP/2 stream is handed over by the downstream HTTP/2 server once
+//! its `200` is sent ([`PendingTunnel`]) and copied by a task of its own.
 
+use crate::h2_stream::PendingTunnel;
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -43,7 +45,7 @@ pub enum Upgrade {
         /// The `:protocol` value, sent as `Upgrade` to the origin.
         protocol: HeaderValue,
         /// The client's stream, once the response is sent.
-        stream: OnUpgrade,
+        stream: PendingTunnel,
     },
 }
 
@@ -60,12 +62,10 @@ impl Upgrade {
     /// The upgrade `req` asks for, if any (taking the HTTP/2 stream's upgrade handle).
     pub fn wanted<B>(req: &mut Request<B>) -> Option<Self> {
         if req.method() == Method::CONNECT {
-            let protocol = req.extensions().get::<hyper::ext::Protocol>()?;
+            let protocol = req.extensions().get::<h2::ext::Protocol>()?;
             let protocol = HeaderValue::from_str(protocol.as_str()).ok()?;
-            return Some(Upgrade::Http2 {
-                protocol,
-                stream: hyper::upgrade::on(req),
-            });
+            let stream = req.extensions_mut().remove::<PendingTunnel>()?;
+            return Some(Upgrade::Http2 { protocol, stream });
         }
         let asks = req
             .headers()
@@ -125,9 +125,10 @@ impl Upgrade {
                 let held = hold;
                 tokio::spawn(async move {
                     let _held = held;
-                    match tokio::try_join!(stream, origin) {
+                    let origin = async { origin.await.map_err(io::Error::other) };
+                    match tokio::try_join!(stream.take(), origin) {
                         Ok((client, origin)) => {
-                            let _ = pump(TokioIo::new(client), TokioIo::new(origin), idle).await;
+                            let _ = pump(client, TokioIo::new(origin), idle).await;
                         }
                         Err(e) => tracing::debug!(error = %e, "HTTP/2 tunnel did not start"),
                     }
@@ -314,7 +315,8 @@ mod tests {
             .unwrap();
         connect
             .extensions_mut()
-            .insert(hyper::ext::Protocol::from_static("websocket"));
+            .insert(h2::ext::Protocol::from_static("websocket"));
+        connect.extensions_mut().insert(PendingTunnel::new().0);
         let up = Upgrade::wanted(&mut connect).expect("extended CONNECT");
         let (mut parts, ()) = connect.into_parts();
         up.shape(&mut parts);

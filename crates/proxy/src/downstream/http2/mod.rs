@@ -1,0 +1,194 @@
+//! HTTP/2 toward a client, served on the `h2` crate directly: the connection's frames, settings
+//! (streams, windows, frame and header-table sizes, the header-list limit, extended CONNECT) and
+//! keep-alive PINGs here; each request stream ([`stream`]) through the same request path as every
+//! other protocol. Served without hyper's server so that a stream can send interim responses
+//! (103 Early Hints, `h2`'s `send_informational`) and so that the request path owns the stream's
+//! halves (request body credit, response pipe, tunnels).
+//!
+//! The streams run inside the connection's own task, not a task each: a worker is one thread, so
+//! a task per stream buys no parallelism, only a wake-up through the scheduler each way (the
+//! connection wakes a stream with its request, the stream wakes the connection with each frame
+//! to send). In one task, every response the streams queued in one pass goes out in the same
+//! write (one TLS record, one `sendmsg`, instead of one per stream).
+
+mod date;
+mod keepalive;
+mod stream;
+
+use crate::context::ConnContext;
+use crate::downstream::drive::{drive, Graceful, Timeouts};
+use crate::downstream::frames::FrameWatch;
+use crate::downstream::io::Activity;
+use crate::downstream::records::RecordSizer;
+use bytes::Bytes;
+use keepalive::KeepAlive;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tlsgate_config::{Http2Config, ServerConfig};
+
+/// Response bytes one connection may have queued beyond what the client's windows let out
+/// (hyper's default for its server: bounds what a slow reader costs).
+const MAX_SEND_BUFFER: usize = 400 * 1024;
+/// Streams the gateway itself may reset for protocol errors before the connection is closed
+/// (hyper's default: a client that keeps provoking resets is cut off).
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+
+/// Why an HTTP/2 connection ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Http2ConnError {
+    /// The `h2` connection failed (protocol error, I/O, GOAWAY with an error).
+    #[error("http2: {0}")]
+    Protocol(#[from] h2::Error),
+    /// A keep-alive PING went unanswered for `keep_alive_timeout`.
+    #[error("http2: keep-alive PING not answered in time")]
+    KeepAliveTimedOut,
+}
+
+type Io = FrameWatch<RecordSizer>;
+
+/// A stream's future, driven by its connection.
+type StreamTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Rounds of accepting and stream polling in one wake-up before the connection yields to the
+/// worker's other connections.
+const ROUNDS_PER_POLL: usize = 16;
+
+enum State {
+    Handshaking(h2::server::Handshake<Io, Bytes>),
+    Serving(h2::server::Connection<Io, Bytes>),
+}
+
+/// One client's HTTP/2 connection: accepts streams and spawns their tasks until the connection
+/// ends; finishes gracefully (GOAWAY, streams in flight completed) when asked.
+pub struct Connection {
+    state: State,
+    ctx: Arc<ConnContext>,
+    keepalive: Option<(std::time::Duration, std::time::Duration)>,
+    pings: Option<KeepAlive>,
+    /// A graceful finish was asked for during the handshake.
+    close_pending: bool,
+    /// The streams in flight.
+    streams: futures_util::stream::FuturesUnordered<StreamTask>,
+}
+
+impl Future for Connection {
+    type Output = Result<(), Http2ConnError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            let conn = match &mut this.state {
+                State::Handshaking(hs) => {
+                    let mut conn = ready!(Pin::new(hs).poll(cx))?;
+                    if let Some((interval, timeout)) = this.keepalive {
+                        this.pings = conn.ping_pong().map(|pp| KeepAlive::new(pp, interval, timeout));
+                    }
+                    if this.close_pending {
+                        conn.graceful_shutdown();
+                    }
+                    this.state = State::Serving(conn);
+                    continue;
+                }
+                State::Serving(conn) => conn,
+            };
+            if let Some(pings) = &mut this.pings {
+                if pings.poll_timed_out(cx).is_ready() {
+                    return Poll::Ready(Err(Http2ConnError::KeepAliveTimedOut));
+                }
+            }
+            return serve_streams(conn, &mut this.streams, &this.ctx, cx);
+        }
+    }
+}
+
+/// Accepts new streams and drives those in flight until neither makes progress: what the streams
+/// queue is written when `poll_accept` next drives the connection, so both go round until quiet.
+fn serve_streams(
+    conn: &mut h2::server::Connection<Io, Bytes>,
+    streams: &mut futures_util::stream::FuturesUnordered<StreamTask>,
+    ctx: &Arc<ConnContext>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), Http2ConnError>> {
+    use futures_util::StreamExt as _;
+    for _ in 0..ROUNDS_PER_POLL {
+        let mut progress = false;
+        loop {
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok((req, respond)))) => {
+                    streams.push(Box::pin(stream::serve(ctx.clone(), req, respond)));
+                    progress = true;
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e.into())),
+                // The connection is over: streams still in flight could send nothing more.
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => break,
+            }
+        }
+        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {
+            progress = true;
+        }
+        if !progress {
+            return Poll::Pending;
+        }
+    }
+    // Busy: let the worker's other connections run, and come back.
+    cx.waker().wake_by_ref();
+    Poll::Pending
+}
+
+impl Graceful for Connection {
+    fn graceful(self: Pin<&mut Self>) {
+        let this = self.get_mut();
+        match &mut this.state {
+            State::Handshaking(_) => this.close_pending = true,
+            State::Serving(conn) => conn.graceful_shutdown(),
+        }
+    }
+}
+
+/// Serves HTTP/2 streams on `tls` for the connection `ctx` until the connection ends.
+pub async fn serve(
+    tls: RecordSizer,
+    ctx: Arc<ConnContext>,
+    server: &ServerConfig,
+    h2c: &Http2Config,
+    activity: Arc<Activity>,
+    metrics: &tlsgate_admin::Metrics,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(h2c.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(server.max_request_header_bytes).unwrap_or(u32::MAX))
+        .initial_window_size(h2c.initial_stream_window)
+        .initial_connection_window_size(h2c.initial_connection_window)
+        .max_frame_size(h2c.max_frame_size)
+        .header_table_size(h2c.header_table_size)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        // RFC 8441: WebSocket over an HTTP/2 stream (extended CONNECT), see upstream::tunnel.
+        .enable_connect_protocol();
+    let conn = Connection {
+        state: State::Handshaking(b.handshake(FrameWatch::new(tls, activity.clone()))),
+        ctx,
+        keepalive: h2c
+            .keep_alive_interval
+            .map(|interval| (interval.get(), h2c.keep_alive_timeout.get())),
+        pings: None,
+        close_pending: false,
+        streams: futures_util::stream::FuturesUnordered::new(),
+    };
+    drive(
+        conn,
+        activity,
+        Timeouts {
+            idle: server.client_idle_timeout.get(),
+            header: Some(server.client_header_timeout.get()),
+            send: server.client_send_timeout.get(),
+        },
+        metrics,
+        shutdown,
+    )
+    .await;
+}
