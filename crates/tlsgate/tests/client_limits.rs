@@ -1,6 +1,7 @@
 //! Issue 16, item 3: what one client connection may hold. A real gateway process, real sockets,
 //! HTTP/2 spoken frame by frame where a well-behaved client library would not misbehave:
-//! PINGs do not keep an idle connection open, a header block left open (HEADERS and CONTINUATION
+//! PINGs do not keep an idle connection open, the gateway's keep-alive PINGs close a connection
+//! whose client stopped answering them (and leave one that answers alone), a header block left open (HEADERS and CONTINUATION
 //! without END_HEADERS) is closed at the header timeout, a client that takes none of its response is closed at the send timeout
 //! (HTTP/1.1 socket full; HTTP/2 flow-control window closed), and one connection's streams get
 //! at most `max_upstream_requests_per_connection` origin connections (nghttp against a slow
@@ -262,4 +263,112 @@ fn one_http2_connection_holds_at_most_its_share_of_origin_connections() {
         "one client connection held {most} origin connections at once (limit 2)"
     );
     assert_eq!(most, 2, "the two slots were used in parallel");
+}
+
+/// Opens an HTTP/2 connection with a request in flight to a slow origin (so the idle timeout
+/// cannot be what closes it), reads frames and answers the gateway's PINGs when `answer`;
+/// returns the PINGs seen and how long until the gateway closed the connection (None: open
+/// after `limit`).
+fn keepalive_run(f: &common::Fixture, answer: bool, limit: Duration) -> (usize, Option<Duration>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tls = connect(f, b"\x02h2").await;
+        let (mut rd, mut wr) = tokio::io::split(tls);
+        let mut first = PREFACE.to_vec();
+        first.extend(settings(&[]));
+        // HEADERS (END_STREAM | END_HEADERS) for GET https://localhost/slow, literal fields.
+        let mut block = vec![0x82, 0x87]; // :method GET, :scheme https
+        block.extend([0x44, 5]); // :path, 5 bytes
+        block.extend(b"/slow");
+        block.extend([0x41, 9]); // :authority, 9 bytes
+        block.extend(b"localhost");
+        first.extend(frame(0x1, 0x5, 1, &block));
+        wr.write_all(&first).await.unwrap();
+        let started = Instant::now();
+        let (acks_tx, mut acks_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let writer = async move {
+            while let Some(ack) = acks_rx.recv().await {
+                if wr.write_all(&ack).await.is_err() {
+                    break;
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        let pings = Arc::new(AtomicUsize::new(0));
+        let seen = pings.clone();
+        let reader = async move {
+            let mut buf = Vec::new();
+            let mut chunk = vec![0u8; 65536];
+            loop {
+                match rd.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                while buf.len() >= 9 {
+                    let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+                    if buf.len() < 9 + len {
+                        break;
+                    }
+                    let (kind, flags) = (buf[3], buf[4]);
+                    if kind == 0x6 && flags & 0x1 == 0 {
+                        seen.fetch_add(1, Ordering::Relaxed);
+                        if answer {
+                            let _ = acks_tx.send(frame(0x6, 0x1, 0, &buf[9..9 + len]));
+                        }
+                    }
+                    buf.drain(..9 + len);
+                }
+            }
+        };
+        let closed = tokio::select! {
+            () = reader => Some(started.elapsed()),
+            () = writer => None,
+            () = tokio::time::sleep(limit) => None,
+        };
+        (pings.load(Ordering::Relaxed), closed)
+    })
+}
+
+#[test]
+fn http2_keepalive_pings_close_a_connection_whose_client_stopped_answering() {
+    // An origin that takes 30 s to answer: the request stays in flight, so only the keep-alive
+    // can close the connection.
+    let origin = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = origin.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for tcp in origin.incoming().flatten() {
+            held.push(tcp);
+        }
+    });
+    let routes = format!(
+        "{}{}",
+        upstream_route(None, "/slow", "slow"),
+        upstream("slow", &[addr], "header_timeout = \"60s\"\n")
+    );
+    let top = "[http2]\nkeep_alive_interval = \"300ms\"\nkeep_alive_timeout = \"500ms\"\n";
+    let f = common::start(top, &routes);
+
+    let (pings, closed) = keepalive_run(&f, false, Duration::from_secs(8));
+    let closed = closed.expect("a client that answers no PING was still connected after 8 s");
+    assert!(pings >= 1, "no PING before the close");
+    assert!(
+        closed >= Duration::from_millis(700) && closed < Duration::from_secs(4),
+        "closed after {closed:?} (interval 300 ms + timeout 500 ms)"
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"keepalive\""]),
+        1.0
+    );
+
+    let (pings, closed) = keepalive_run(&f, true, Duration::from_secs(3));
+    assert_eq!(closed, None, "a client answering every PING was closed ({pings} PINGs)");
+    assert!(pings >= 4, "PINGs every 300 ms for 3 s: saw {pings}");
+    assert_eq!(
+        f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"keepalive\""]),
+        1.0
+    );
 }

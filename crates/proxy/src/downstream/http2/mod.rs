@@ -95,6 +95,12 @@ impl Future for Connection {
             };
             if let Some(pings) = &mut this.pings {
                 if pings.poll_timed_out(cx).is_ready() {
+                    this.ctx
+                        .gateway
+                        .metrics
+                        .client_timeouts
+                        .get_or_create(&tlsgate_admin::metrics::ClientTimeoutLabels { reason: "keepalive" })
+                        .inc();
                     return Poll::Ready(Err(Http2ConnError::KeepAliveTimedOut));
                 }
             }
