@@ -66,7 +66,8 @@ pub struct RefusedLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClientTimeoutLabels {
     /// `idle` (no request for `client_idle_timeout`), `header` (bytes but no complete request
-    /// for `client_header_timeout`) or `send` (the client took nothing for `client_send_timeout`).
+    /// for `client_header_timeout`), `send` (the client took nothing for `client_send_timeout`)
+    /// or `keepalive` (an HTTP/2 keep-alive PING not answered within `keep_alive_timeout`).
     pub reason: &'static str,
 }
 
