@@ -11,7 +11,8 @@
 #          logrotate (runs the Debian package's /etc/logrotate.d/tlsgate) and groff-base (groff,
 #          preconv: parses its man pages), tests/package.rs; that test runs scripts/package.sh,
 #          which installs cargo-deb 3 (cargo install --locked) when missing and needs objcopy
-#          (binutils, with g++) for the -dbgsym package
+#          (binutils, with g++) for the -dbgsym package; wrk (load through binary upgrades,
+#          tests/upgrade.rs)
 #   lab:   iproute2 (ip netns/addr/route) and procps (sysctl) for `tlsgate lab` and its tests, which
 #          also need the kernel's TUN device (/dev/net/tun) and root
 #   bench: nginx-light, haproxy, wrk, nghttp2-client (h2load), jq, curl, openssl, util-linux (taskset)
@@ -36,7 +37,7 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base)
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base wrk)
 
 # Go: the test clients it builds need Go >= 1.26 (tests/go/h3client: quic-go v0.65, for
 # crates/tlsgate/tests/http3.rs; tests/go/echclient: crypto/tls's ECH client, for tests/ech.rs;

@@ -30,7 +30,8 @@ done
 
 if ! cargo deb --version >/dev/null 2>&1; then
   echo "installing: cargo-deb (cargo install --locked)" >&2
-  cargo install --locked cargo-deb@3
+  # `cargo-deb@3` is refused by cargo 1.95 (a partial version after @); a requirement is not.
+  cargo install --locked cargo-deb --version '^3'
 fi
 
 if ((build)); then
