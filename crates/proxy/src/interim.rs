@@ -115,30 +115,27 @@ impl InterimQueue {
     }
 }
 
-/// One HTTP/2 request stream's response handle, shared by the stream's task (which sends the
-/// final response with it) and the request path (which sends interim responses before that).
-/// A request extension the downstream HTTP/2 server adds.
-#[derive(Clone)]
-pub struct StreamInterim(Arc<StreamInterimInner>);
-
-struct StreamInterimInner {
+/// One HTTP/2 request stream's response handle, shared by the stream's future (which sends the
+/// final response with it) and the request path it runs (which sends interim responses before
+/// that, through a reference: nothing is allocated for it).
+pub struct StreamInterim {
     respond: parking_lot::Mutex<h2::server::SendResponse<Bytes>>,
     /// Bytes of interim heads sent on the stream so far (bounded by [`MAX_PENDING`]).
     sent: AtomicU64,
 }
 
 impl StreamInterim {
-    /// Shares `respond`, the stream's response handle.
+    /// Holds `respond`, the stream's response handle.
     pub fn new(respond: h2::server::SendResponse<Bytes>) -> Self {
-        Self(Arc::new(StreamInterimInner {
+        Self {
             respond: parking_lot::Mutex::new(respond),
             sent: AtomicU64::new(0),
-        }))
+        }
     }
 
     /// The stream's response handle, for the final response and reset watching.
     pub fn respond(&self) -> parking_lot::MutexGuard<'_, h2::server::SendResponse<Bytes>> {
-        self.0.respond.lock()
+        self.respond.lock()
     }
 
     /// Sends an interim response on the stream now (a HEADERS frame; it needs no flow-control
@@ -146,7 +143,7 @@ impl StreamInterim {
     /// origin). Past [`MAX_PENDING`] bytes of heads on one stream, dropped.
     pub fn offer(&self, status: StatusCode, headers: &HeaderMap) -> Result<(), Dropped> {
         let size: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
-        let before = self.0.sent.fetch_add(size as u64, Ordering::Relaxed);
+        let before = self.sent.fetch_add(size as u64, Ordering::Relaxed);
         if before + size as u64 > MAX_PENDING as u64 {
             return Err(Dropped::TooLarge);
         }

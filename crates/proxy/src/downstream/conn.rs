@@ -110,7 +110,7 @@ pub async fn serve_tls(
         let service = hyper::service::service_fn(move |req| {
             let close = ctx.gateway.draining();
             let alt_svc = ctx.clone();
-            let response = handle(ctx.clone(), req.map(ClientBody::Hyper));
+            let response = handle(ctx.clone(), req.map(ClientBody::Hyper), None);
             Box::pin(async move {
                 let mut response = response.await;
                 if let Ok(r) = &mut response {

@@ -79,6 +79,7 @@ async fn route_request(
     site_idx: usize,
     slot: &mut Option<Request<ClientBody>>,
     upstream: &mut UpstreamFacts,
+    stream_interim: Option<&StreamInterim>,
 ) -> Result<Response<Body>, ProxyError> {
     let Some(req) = slot.as_ref() else {
         return Err(ProxyError::BadRequest("no request"));
@@ -125,8 +126,6 @@ async fn route_request(
             let (Some(mut req), Some((path_and_query, authority))) = (slot.take(), forward) else {
                 return Err(ProxyError::BadRequest("no request"));
             };
-            // An HTTP/2 stream's own way to send 103s (the downstream HTTP/2 server adds it).
-            let stream_interim = req.extensions_mut().remove::<StreamInterim>();
             let upgrade = Upgrade::wanted(&mut req).map(|upgrade| UpgradeRequest {
                 upgrade,
                 slot: &ctx.tunnels,
@@ -160,7 +159,7 @@ async fn route_request(
                     destination: ctx.local,
                 },
                 interim: Some(InterimSink {
-                    to: match (&ctx.interim, &stream_interim) {
+                    to: match (&ctx.interim, stream_interim) {
                         (_, Some(stream)) => Ok(InterimTo::Http2(stream)),
                         (None, None) => Err("dropped_unsupported"),
                         (Some(_), None) if req.version() != http::Version::HTTP_11 => Err("dropped_http10"),
@@ -180,10 +179,15 @@ async fn route_request(
     Ok(response)
 }
 
-/// Handles one request.
+/// Handles one request; `stream_interim` is an HTTP/2 stream's own way to send 103s (its
+/// response handle), when the request came on one.
 /// Logged and counted when the response's last byte is sent or, when the client goes away
 /// first, when the response or this future is dropped ([`RequestLog`]).
-pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<ClientBody>) -> Result<Response<AccessBody>, Infallible> {
+pub async fn handle(
+    ctx: Arc<ConnContext>,
+    mut req: Request<ClientBody>,
+    stream_interim: Option<&StreamInterim>,
+) -> Result<Response<AccessBody>, Infallible> {
     let mut log = RequestLog::new(&ctx, &req);
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
         let stats = &ctx.gateway.sessions.early_data.stats;
@@ -210,7 +214,7 @@ pub async fn handle(ctx: Arc<ConnContext>, mut req: Request<ClientBody>) -> Resu
     let method = req.method().clone();
     let site = &generation.sites[site_idx];
     let mut slot = Some(req);
-    let routed = route_request(&ctx, &generation, site_idx, &mut slot, log.upstream()).await;
+    let routed = route_request(&ctx, &generation, site_idx, &mut slot, log.upstream(), stream_interim).await;
     if let Some(unforwarded) = slot {
         // So HTTP/2 sees the response after the request's END_STREAM (h2spec §5.1, §8.1).
         crate::body::discard(unforwarded.into_body()).await;

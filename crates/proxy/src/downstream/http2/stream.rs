@@ -74,8 +74,7 @@ pub async fn serve(ctx: Arc<ConnContext>, req: Request<RecvStream>, respond: Sen
     } else {
         ClientBody::H2(RequestBody::new(recv, content_length(&parts.headers)))
     };
-    parts.extensions.insert(respond.clone());
-    let service = handle(ctx.clone(), Request::from_parts(parts, body));
+    let service = handle(ctx.clone(), Request::from_parts(parts, body), Some(&respond));
     let mut service = std::pin::pin!(service);
     // The request path runs until it answers or the client resets the stream (it is then dropped
     // where it stands: the origin request is cancelled and the log says 499).
@@ -115,7 +114,6 @@ pub async fn serve(ctx: Arc<ConnContext>, req: Request<RecvStream>, respond: Sen
     let Ok(send) = respond.respond().send_response(Response::from_parts(head, ()), false) else {
         return;
     };
-    drop(respond);
     pipe(body, send).await;
 }
 

@@ -353,7 +353,7 @@ async fn respond(
     events: mpsc::UnboundedSender<Event>,
     credit: Arc<Semaphore>,
 ) {
-    let Ok(response) = crate::request::service::handle(ctx, req).await;
+    let Ok(response) = crate::request::service::handle(ctx, req, None).await;
     let (parts, mut body) = response.into_parts();
     if events.send(Event::Head(sid, parts)).is_err() {
         return;
