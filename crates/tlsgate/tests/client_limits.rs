@@ -49,16 +49,19 @@ async fn connect(f: &common::Fixture, alpn: &[u8]) -> tokio_boring::SslStream<to
         .expect("handshake")
 }
 
+/// A runtime for one raw client.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Writes `first`, then `each` every 200 ms, while reading; returns how long until the gateway
 /// closed the connection (None: still open after `limit`).
 fn close_time_while_sending(f: &common::Fixture, first: Vec<u8>, each: Vec<u8>, limit: Duration) -> Option<Duration> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let tls = connect(f, b"\x02h2").await;
-        let (mut rd, mut wr) = tokio::io::split(tls);
+    runtime().block_on(async {
+        let (mut rd, mut wr) = tokio::io::split(connect(f, b"\x02h2").await);
         let started = Instant::now();
         let writer = async move {
             wr.write_all(&first).await?;
@@ -270,13 +273,8 @@ fn one_http2_connection_holds_at_most_its_share_of_origin_connections() {
 /// returns the PINGs seen and how long until the gateway closed the connection (None: open
 /// after `limit`).
 fn keepalive_run(f: &common::Fixture, answer: bool, limit: Duration) -> (usize, Option<Duration>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let tls = connect(f, b"\x02h2").await;
-        let (mut rd, mut wr) = tokio::io::split(tls);
+    runtime().block_on(async {
+        let (mut rd, mut wr) = tokio::io::split(connect(f, b"\x02h2").await);
         let mut first = PREFACE.to_vec();
         first.extend(settings(&[]));
         // HEADERS (END_STREAM | END_HEADERS) for GET https://localhost/slow, literal fields.
