@@ -57,8 +57,9 @@ pub struct FailureLabels {
 pub struct RefusedLabels {
     /// `full_handshake_budget` or `resumed_handshake_budget`.
     pub reason: &'static str,
-    /// Where: `client_hello` (before any key exchange) or `signature` (it offered a resumption
-    /// but was going to sign).
+    /// Where: `client_hello` (before any key exchange), `signature` (it offered a resumption
+    /// but was going to sign) or `answered_429` (resumed over budget under `resume_then_429`: the
+    /// connection was served, its requests answered 429).
     pub stage: &'static str,
 }
 

@@ -27,6 +27,9 @@ pub struct TlsFacts {
     pub ja4: Option<Arc<str>>,
     /// The client's Encrypted ClientHello was accepted (`sni` is then the inner, encrypted name).
     pub ech: bool,
+    /// The connection resumed while its source was over its full-handshake budget under
+    /// `over_budget = "resume_then_429"`: every request is answered 429 with this `Retry-After`.
+    pub answer_429: Option<u32>,
 }
 
 /// What forwarding to an origin reports for the log (filled in by `UpstreamGroup::forward`).

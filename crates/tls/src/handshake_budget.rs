@@ -77,6 +77,12 @@ impl Policy {
         }
     }
 
+    /// Whole seconds one full-handshake token takes to refill (at least 1): a `Retry-After`.
+    fn seconds_per_full_token(&self) -> u32 {
+        let secs = self.full.interval_nanos().div_ceil(1_000_000_000);
+        u32::try_from(secs.max(1)).unwrap_or(u32::MAX)
+    }
+
     /// The source `client` belongs to: its address cut to the prefix, IPv4 (and IPv4-mapped
     /// IPv6) kept apart from IPv6 by the `::ffff:0:0/96` form.
     fn source(&self, client: IpAddr) -> u128 {
@@ -165,6 +171,9 @@ const CHARGED_RESUMED: u8 = 2;
 const REFUSED_FULL_HELLO: u8 = 3;
 const REFUSED_RESUMED_HELLO: u8 = 4;
 const REFUSED_FULL_SIGNATURE: u8 = 5;
+/// Admitted as a resumption while the source's full bucket was empty, under `resume_then_429`:
+/// its requests are answered 429.
+const CHARGED_RESUMED_OVER: u8 = 6;
 
 static ADMISSION: LazyLock<Index<Ssl, Admission>> =
     LazyLock::new(|| Ssl::new_ex_index().expect("BoringSSL ex_data index"));
@@ -209,6 +218,17 @@ pub fn refusal(ssl: &SslRef) -> Option<Refusal> {
 /// Whether the budget refused this connection's handshake.
 pub fn refused(ssl: &SslRef) -> bool {
     refusal(ssl).is_some()
+}
+
+/// For a connection that resumed while its source was over its full budget under
+/// `over_budget = "resume_then_429"`: the `Retry-After` its requests are answered with (whole
+/// seconds until the source's full bucket has a token again, at least 1). None otherwise.
+pub fn answer_429(ssl: &SslRef) -> Option<u32> {
+    let admission = ssl.ex_data(*ADMISSION)?;
+    if admission.state.load(Ordering::Relaxed) != CHARGED_RESUMED_OVER {
+        return None;
+    }
+    Some(admission.policy.seconds_per_full_token())
 }
 
 /// Records a decision and logs a refusal (rate-limited); true when the handshake goes on.
@@ -313,11 +333,13 @@ impl HelloCheck {
                     REFUSED_FULL_HELLO
                 };
             }
-            if p.mode == OverBudget::Close && !b.has_full(p.full, now) {
+            let over = !b.has_full(p.full, now);
+            if over && p.mode == OverBudget::Close {
                 return REFUSED_FULL_HELLO;
             }
             match p.resumed {
                 Some(rate) if !b.take_resumed(rate, now) => REFUSED_RESUMED_HELLO,
+                _ if over && p.mode == OverBudget::ResumeThen429 => CHARGED_RESUMED_OVER,
                 _ => CHARGED_RESUMED,
             }
         });
@@ -334,7 +356,7 @@ pub(crate) fn may_sign(ssl: &SslRef) -> bool {
     };
     match admission.state.load(Ordering::Relaxed) {
         CHARGED_FULL => return true,
-        UNDECIDED | CHARGED_RESUMED => {}
+        UNDECIDED | CHARGED_RESUMED | CHARGED_RESUMED_OVER => {}
         _ => return false,
     }
     let p = &*admission.policy;

@@ -70,8 +70,17 @@ impl Client {
         self.sessions.lock().unwrap().last().cloned().expect("a session")
     }
 
-    /// One handshake from `from` (offering `session`), then `GET /hello` on it.
+    /// One handshake from `from` (offering `session`), then `GET /hello` on it, answered
+    /// `Hello, world!`.
     fn connect(&self, from: &str, port: u16, session: Option<&SslSession>) -> Outcome {
+        self.fetch(from, port, session, |text| {
+            assert!(text.ends_with("Hello, world!"), "{text}");
+        })
+    }
+
+    /// One handshake from `from` (offering `session`), then `GET /hello` on it; the whole
+    /// answer goes to `check`.
+    fn fetch(&self, from: &str, port: u16, session: Option<&SslSession>, check: impl FnOnce(&str)) -> Outcome {
         let tcp = tcp_from(from, port);
         let mut ssl = self.connector.configure().unwrap().into_ssl("localhost").unwrap();
         if let Some(s) = session {
@@ -84,8 +93,7 @@ impl Client {
                     .unwrap();
                 let mut out = Vec::new();
                 let _ = tls.read_to_end(&mut out);
-                let text = String::from_utf8_lossy(&out);
-                assert!(text.ends_with("Hello, world!"), "{text}");
+                check(&String::from_utf8_lossy(&out));
                 Outcome::Done { resumed }
             }
             Err(HandshakeError::Failure(mid)) => Outcome::Refused {
@@ -192,6 +200,48 @@ fn a_source_over_its_full_budget_still_resumes() {
     }
     assert_eq!(c12.connect("127.0.0.2", f.https, None), REFUSED_WITH_ALERT);
     assert_eq!(refused(&f, "resumed_handshake_budget", "client_hello"), 0.0);
+}
+
+#[test]
+fn resume_then_429_answers_a_resumption_over_budget_with_429_and_serves_others() {
+    let f = common::start(
+        &budget("full_per_second = 0.1\nfull_burst = 1\nover_budget = \"resume_then_429\""),
+        "",
+    );
+    let (c13, c12) = (
+        Client::new(&f.pki, SslVersion::TLS1_3),
+        Client::new(&f.pki, SslVersion::TLS1_2),
+    );
+    assert_eq!(c13.connect("127.0.0.2", f.https, None), FULL);
+    // Its one token spent: a full handshake is refused before any signature, ...
+    assert_eq!(
+        c12.connect("127.0.0.2", f.https, None),
+        REFUSED_WITH_ALERT,
+        "over budget: no signature"
+    );
+    let too_many = |text: &str| {
+        assert!(text.starts_with("HTTP/1.1 429 "), "{text}");
+        assert!(text.to_ascii_lowercase().contains("\r\nretry-after: 10\r\n"), "{text}");
+        assert!(!text.contains("Hello, world!"), "{text}");
+    };
+    // ... and resumptions are served, every request answered 429.
+    for _ in 0..3 {
+        let s13 = c13.last_session();
+        assert_eq!(
+            c13.fetch("127.0.0.2", f.https, Some(&s13), too_many),
+            RESUMED,
+            "TLS 1.3 PSK"
+        );
+    }
+    // Another source is not disturbed.
+    assert_eq!(c13.connect("127.0.0.1", f.https, None), FULL);
+    assert_eq!(refused(&f, "full_handshake_budget", "answered_429"), 3.0);
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"429\""]),
+        3.0,
+        "{}",
+        f.gw.metrics()
+    );
 }
 
 #[test]

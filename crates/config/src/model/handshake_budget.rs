@@ -23,7 +23,8 @@ pub struct HandshakeBudgetConfig {
     /// Leading bits of an IPv6 address that make one source (64 = each /64, one customer's subnet).
     pub ipv6_prefix: u8,
     /// What a source over its full-handshake budget still gets: `resume_only` (handshakes that
-    /// resume a session go on) or `close` (every new handshake is refused until a token refills).
+    /// resume a session go on), `resume_then_429` (they go on, and their requests get 429) or
+    /// `close` (every new handshake is refused until a token refills).
     pub over_budget: OverBudget,
     /// Sources tracked at once (fixed memory, 32 bytes each, taken at start); when it is full,
     /// the source nearest to a full bucket is forgotten first.
@@ -53,4 +54,9 @@ pub enum OverBudget {
     ResumeOnly,
     /// Every new handshake is refused, resumed ones too, until the full bucket has a token.
     Close,
+    /// As `resume_only`, and every request on a connection resumed while the source is over its
+    /// full budget is answered `429 Too Many Requests` with `Retry-After` (the cheapest answer
+    /// that tells a well-behaved client to slow down; nothing reaches an origin).
+    #[serde(rename = "resume_then_429")]
+    ResumeThen429,
 }

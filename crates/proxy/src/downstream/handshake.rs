@@ -176,7 +176,15 @@ pub async fn accept(
         client_subject: client_identity.as_ref().map(|id| id.subject.clone()),
         ja4: tlsgate_tls::fingerprint::ja4_text(tls.ssl()),
         ech: tls.ssl().ech_accepted(),
+        answer_429: tlsgate_tls::handshake_budget::answer_429(tls.ssl()),
     };
+    if facts.answer_429.is_some() {
+        let labels = RefusedLabels {
+            reason: "full_handshake_budget",
+            stage: "answered_429",
+        };
+        metrics.handshakes_refused.get_or_create(&labels).inc();
+    }
     let h2 = info.alpn.as_deref() == Some(b"h2");
     // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
     // they go along, but HTTP/1.1 writes nothing before a request comes and is answered.

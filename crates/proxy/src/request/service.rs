@@ -84,6 +84,15 @@ async fn route_request(
     let Some(req) = slot.as_ref() else {
         return Err(ProxyError::BadRequest("no request"));
     };
+    if let Some(retry_after) = ctx.tls.answer_429 {
+        // The source is over its full-handshake budget (`resume_then_429`): the cheapest answer.
+        let mut too_many = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "429 Too Many Requests: this address opened too many new TLS connections; retry later\n",
+        );
+        too_many.headers_mut().insert(header::RETRY_AFTER, retry_after.into());
+        return Ok(too_many);
+    }
     let target = request_check::inspect(req)?;
     let host = target.host.as_deref();
     // A Host that names another site than the one the handshake selected (RFC 9110 §15.5.20).

@@ -48,6 +48,11 @@ impl Rate {
         }
     }
 
+    /// Nanoseconds between two tokens.
+    pub(crate) fn interval_nanos(self) -> u64 {
+        self.interval
+    }
+
     /// Takes one token from the bucket whose arrival time is `tat`; false (nothing taken) when
     /// it is empty.
     fn take(self, tat: &mut u64, now: u64) -> bool {

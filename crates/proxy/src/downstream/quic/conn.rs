@@ -299,6 +299,7 @@ fn established(
         client_subject: client_identity.as_ref().map(|id| id.subject.clone()),
         ja4: tlsgate_tls::fingerprint::ja4_text(ssl),
         ech: false,
+        answer_429: tlsgate_tls::handshake_budget::answer_429(ssl),
     };
     let early = in_early.then(|| Arc::new(AtomicBool::new(true)));
     let ctx = Arc::new(ConnContext {
