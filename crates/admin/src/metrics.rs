@@ -76,8 +76,9 @@ pub struct ClientTimeoutLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InterimLabels {
     /// `forwarded`, `dropped_busy` (an earlier response on the connection may still be
-    /// unwritten), `dropped_too_large`, `dropped_unsupported` (HTTP/3 clients: not forwarded
-    /// yet), `dropped_http10` or `dropped_off` (`[server] forward_early_hints = false`).
+    /// unwritten), `dropped_too_large`, `dropped_closed` (the HTTP/2 stream was already reset),
+    /// `dropped_unsupported` (HTTP/3 clients: not forwarded yet), `dropped_http10` or
+    /// `dropped_off` (`[server] forward_early_hints = false`).
     pub result: &'static str,
 }
 

@@ -162,9 +162,6 @@ fn hyper_fault(e: &hyper::Error) -> ClientFault {
                 _ => ClientFault::Abandoned,
             };
         }
-        if let Some(h2) = s.downcast_ref::<h2::Error>() {
-            return h2_fault(h2);
-        }
         source = s.source();
     }
     ClientFault::Abandoned

@@ -34,6 +34,8 @@ pub enum Dropped {
     NotAlone,
     /// More than [`MAX_PENDING`] bytes are already waiting.
     TooLarge,
+    /// The HTTP/2 stream was already reset or closed.
+    Closed,
 }
 
 impl Dropped {
@@ -42,6 +44,7 @@ impl Dropped {
         match self {
             Dropped::NotAlone => "dropped_busy",
             Dropped::TooLarge => "dropped_too_large",
+            Dropped::Closed => "dropped_closed",
         }
     }
 }
@@ -150,7 +153,7 @@ impl StreamInterim {
         let mut head = http::Response::new(());
         *head.status_mut() = status;
         *head.headers_mut() = headers.clone();
-        self.respond().send_informational(head).map_err(|_| Dropped::NotAlone)
+        self.respond().send_informational(head).map_err(|_| Dropped::Closed)
     }
 }
 

@@ -60,8 +60,8 @@ enum State {
     Serving(h2::server::Connection<Io, Bytes>),
 }
 
-/// One client's HTTP/2 connection: accepts streams and spawns their tasks until the connection
-/// ends; finishes gracefully (GOAWAY, streams in flight completed) when asked.
+/// One client's HTTP/2 connection: accepts streams and drives them until the connection ends;
+/// finishes gracefully (GOAWAY, streams in flight completed) when asked.
 pub struct Connection {
     state: State,
     ctx: Arc<ConnContext>,

@@ -1,4 +1,4 @@
-//! One HTTP/2 request stream, on a task of its own: the request goes to the request path with
+//! One HTTP/2 request stream, driven by its connection's task: the request goes to the request path with
 //! its body as [`RequestBody`] (credit returned as the proxy takes it) and the stream's response
 //! handle as a [`StreamInterim`] (so 103 Early Hints go out while the origin works); the
 //! response's head is sent, then its body piped within the client's flow-control windows, with
