@@ -37,7 +37,8 @@ tlsgate_install_packages() {
 }
 
 TLSGATE_BUILD_PACKAGES=(cmake clang libclang-dev pkg-config make g++ perl git ca-certificates)
-TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base wrk)
+# libnss3-tools: NSS's tstclnt and certutil, the delegated-credential client (tests/delegated_credentials.rs).
+TLSGATE_TEST_PACKAGES=(openssl curl iproute2 procps nginx-light nghttp2-client redis-server memcached chromium python3-grpcio python3-websockets systemd logrotate groff-base wrk libnss3-tools)
 
 # Go: the test clients it builds need Go >= 1.26 (tests/go/h3client: quic-go v0.65, for
 # crates/tlsgate/tests/http3.rs; tests/go/echclient: crypto/tls's ECH client, for tests/ech.rs;

@@ -4,6 +4,7 @@
 //! connection cap) that the admin listener and `tlsgate console` share.
 #![forbid(unsafe_code)]
 
+pub mod delegation_metrics;
 pub mod guard;
 pub mod local_series;
 pub mod metrics;

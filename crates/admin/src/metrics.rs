@@ -287,6 +287,8 @@ pub struct Metrics {
     pub state: Family<NameLabels, Gauge<u64, AtomicU64>>,
     /// OCSP stapling.
     pub ocsp: OcspMetrics,
+    /// Delegated credentials of keyless certificates.
+    pub delegation: crate::delegation_metrics::DelegationMetrics,
     /// Each served certificate's notAfter (Unix seconds; set at scrape time).
     pub certificate_not_after: Family<OcspLabels, Gauge>,
     /// Each served certificate chain's size in DER bytes (set at scrape time).
@@ -480,6 +482,7 @@ impl Metrics {
             state.clone(),
         );
         let ocsp = OcspMetrics::register(&mut registry);
+        let delegation = crate::delegation_metrics::DelegationMetrics::register(&mut registry);
         let certificate_not_after = Family::default();
         registry.register(
             "certificate_not_after_seconds",
@@ -527,6 +530,7 @@ impl Metrics {
             proxy_protocol,
             state,
             ocsp,
+            delegation,
             certificate_not_after,
             certificate_chain_bytes,
         }

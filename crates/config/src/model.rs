@@ -28,7 +28,7 @@ pub use cluster::{ClusterConfig, ControlConfig, RedisMode, StoreKind};
 pub use ech::EchConfig;
 pub use handshake_budget::{HandshakeBudgetConfig, OverBudget};
 pub use http3::{Http3Config, RetryMode};
-pub use keyless::{KeyServerPoolConfig, KeylessConfig};
+pub use keyless::{DelegatedCredentialsConfig, KeyServerPoolConfig, KeylessConfig};
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateLimitKey, RateLimitScope};
 pub use route::{FixedResponseConfig, RouteConfig};

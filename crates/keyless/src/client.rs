@@ -179,13 +179,34 @@ impl Client {
     /// Signs on some key server, retrying elsewhere on failure, timeout or overload (a
     /// signature is idempotent); a refusal ([`SignError::Refused`]) is final.
     pub async fn sign(self: Arc<Self>, key_id: KeyId, algorithm: u16, payload: Vec<u8>) -> Result<Vec<u8>, SignError> {
-        let started = Instant::now();
-        let m = metrics();
         let request = Request::Sign {
             key_id,
             algorithm,
             payload,
         };
+        self.call(request, key_id).await
+    }
+
+    /// Asks for a delegated credential's signature (RFC 9345): `payload` is the credential
+    /// signing input for a certificate of `key_id`; retried like [`Client::sign`].
+    pub async fn delegate(
+        self: Arc<Self>,
+        key_id: KeyId,
+        algorithm: u16,
+        payload: Vec<u8>,
+    ) -> Result<Vec<u8>, SignError> {
+        let request = Request::Delegate {
+            key_id,
+            algorithm,
+            payload,
+        };
+        self.call(request, key_id).await
+    }
+
+    /// Sends `request` (about `key_id`) to some key server, retrying elsewhere on failure.
+    async fn call(self: Arc<Self>, request: Request, key_id: KeyId) -> Result<Vec<u8>, SignError> {
+        let started = Instant::now();
+        let m = metrics();
         let timeout = self.settings.request_timeout;
         let attempts = 1 + self.settings.retries;
         let mut tried: Vec<Arc<ServerState>> = Vec::new();

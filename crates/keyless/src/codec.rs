@@ -31,6 +31,7 @@ mod tag {
 mod op {
     pub const SIGN: u8 = 0x01;
     pub const PING: u8 = 0x02;
+    pub const DELEGATE: u8 = 0x03;
     pub const SIGNATURE: u8 = 0xF0;
     pub const PONG: u8 = 0xF1;
     pub const ERROR: u8 = 0xFF;
@@ -54,6 +55,17 @@ pub enum Request {
     },
     /// Liveness check; the payload is echoed.
     Ping(Vec<u8>),
+    /// Issue a delegated credential (RFC 9345): sign `payload`, which must be the RFC's
+    /// credential signing input for a certificate of the key `key_id` that carries the
+    /// DelegationUsage extension (docs/KEYLESS-PROTOCOL.md, "Delegated credentials").
+    Delegate {
+        /// Which key (the certificate's).
+        key_id: KeyId,
+        /// The scheme the certificate's key signs the credential with.
+        algorithm: u16,
+        /// The credential signing input.
+        payload: Vec<u8>,
+    },
 }
 
 /// What the key server answers.
@@ -314,7 +326,7 @@ pub fn decode_request(buf: &[u8]) -> Result<Decoded<Request>, FrameError> {
     let parse = || -> Result<Request, &'static str> {
         let items = parse_items(body)?;
         match one_byte(items.opcode, "missing opcode")? {
-            op::SIGN => {
+            code @ (op::SIGN | op::DELEGATE) => {
                 let key_id: KeyId = items
                     .key_id
                     .ok_or("missing key id")?
@@ -325,11 +337,22 @@ pub fn decode_request(buf: &[u8]) -> Result<Decoded<Request>, FrameError> {
                     .ok_or("missing signature algorithm")?
                     .try_into()
                     .map_err(|_| "signature algorithm is not 2 bytes")?;
-                let payload = items.payload.ok_or("missing payload")?;
-                Ok(Request::Sign {
-                    key_id,
-                    algorithm: u16::from_be_bytes(alg),
-                    payload: payload.to_vec(),
+                let (algorithm, payload) = (
+                    u16::from_be_bytes(alg),
+                    items.payload.ok_or("missing payload")?.to_vec(),
+                );
+                Ok(if code == op::SIGN {
+                    Request::Sign {
+                        key_id,
+                        algorithm,
+                        payload,
+                    }
+                } else {
+                    Request::Delegate {
+                        key_id,
+                        algorithm,
+                        payload,
+                    }
                 })
             }
             op::PING => Ok(Request::Ping(items.payload.unwrap_or_default().to_vec())),
@@ -409,8 +432,18 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, req: &Request) -> Result<(), T
             key_id,
             algorithm,
             payload,
+        }
+        | Request::Delegate {
+            key_id,
+            algorithm,
+            payload,
         } => {
-            item(out, tag::OPCODE, &[op::SIGN])?;
+            let code = if matches!(req, Request::Sign { .. }) {
+                op::SIGN
+            } else {
+                op::DELEGATE
+            };
+            item(out, tag::OPCODE, &[code])?;
             item(out, tag::KEY_ID, key_id)?;
             item(out, tag::SIGALG, &algorithm.to_be_bytes())?;
             item(out, tag::PAYLOAD, payload)
@@ -480,6 +513,20 @@ mod tests {
             )
         );
         assert_eq!(empty_body.skip, Some(HEADER_LEN));
+    }
+
+    #[test]
+    fn delegate_requests_round_trip_with_their_own_opcode() {
+        let req = Request::Delegate {
+            key_id: [7; 32],
+            algorithm: 0x0403,
+            payload: vec![1, 2, 3],
+        };
+        let mut out = Vec::new();
+        encode_request(&mut out, 9, &req).unwrap();
+        assert_eq!(&out[8..12], &[tag::OPCODE, 0, 1, op::DELEGATE]);
+        let (id, back, used) = decode_request(&out).unwrap().unwrap();
+        assert_eq!((id, back, used), (9, req, out.len()));
     }
 
     #[test]

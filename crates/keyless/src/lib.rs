@@ -4,7 +4,8 @@
 //!   messages a key server signs; no I/O, fuzzed. Always built; the rest needs the `net` feature
 //!   (default), which brings tokio and BoringSSL.
 //! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`permissions`],
-//!   [`signer_pool`], [`server`], [`server_metrics`].
+//!   [`signer_pool`], [`server`], [`server_metrics`], [`delegation`] (what it checks before
+//!   issuing a delegated credential).
 //! - Gateway side, from the top down: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`),
 //!   [`pools`] (runtime membership and its admin API), [`client`] (key-server pool: weighted
 //!   choice, drain, retry), [`client_server`] (one key server: connection slots, circuit
@@ -29,6 +30,8 @@ pub mod client_error;
 pub mod client_metrics;
 #[cfg(feature = "net")]
 pub mod client_server;
+#[cfg(feature = "net")]
+pub mod delegation;
 #[cfg(feature = "net")]
 pub mod frame_writer;
 #[cfg(feature = "net")]

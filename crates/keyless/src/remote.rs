@@ -74,6 +74,10 @@ impl KeyBackend for RemoteKey {
         self.key_type
     }
 
+    fn delegate(&self, algorithm: u16, input: Vec<u8>) -> Option<SignFuture> {
+        Some(self.delegated(algorithm, input))
+    }
+
     fn sign(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> SignFuture {
         let Some(code) = algorithms::code(algorithm) else {
             return Box::pin(std::future::ready(Err(KeyError::UnsupportedAlgorithm(algorithm))));
@@ -104,6 +108,19 @@ impl KeyBackend for RemoteKey {
                     )))
                 }
             }
+        })
+    }
+}
+
+impl RemoteKey {
+    /// The key servers' answer to a delegated-credential request, as a key error on failure.
+    fn delegated(&self, algorithm: u16, input: Vec<u8>) -> SignFuture {
+        let id = self.id;
+        let issuing = self.client.clone().delegate(id, algorithm, input);
+        Box::pin(async move {
+            issuing
+                .await
+                .map_err(|e| KeyError::Unavailable(tlsgate_error::Error::wrap("delegated credential", e)))
         })
     }
 }

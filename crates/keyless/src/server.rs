@@ -14,7 +14,7 @@
 //! [`BACKLOG_LIMIT`] bytes of them wait, and is closed when nothing can be written to it for
 //! `frame_timeout`: one client cannot make the key server buffer without bound.
 
-use crate::codec::{decode_request, encode_response, ErrorCode, Request, Response};
+use crate::codec::{decode_request, encode_response, ErrorCode, KeyId, Request, Response};
 use crate::frame_writer::{CountedSender, Drain};
 use crate::keystore::{hex, KeyStore, KeyStoreError};
 use crate::permissions::{Access, PermissionError, Permissions};
@@ -26,7 +26,7 @@ use crate::{algorithms, signing_input, tls_setup};
 use boring::ssl::SslAcceptor;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tlsgate_error::{Classify, Side};
 use tokio::io::AsyncReadExt;
 
@@ -48,6 +48,8 @@ struct Shared {
     pool: SignerPool,
     metrics: Arc<ServerMetrics>,
     frame_timeout: Duration,
+    /// What `delegate` requests may obtain.
+    delegation: crate::delegation::Policy,
 }
 
 /// Why the key server could not start.
@@ -145,6 +147,10 @@ pub fn run(config: KeyServerConfig) -> Result<(), ServerError> {
         pool,
         metrics: metrics.clone(),
         frame_timeout: config.frame_timeout.get(),
+        delegation: crate::delegation::Policy {
+            enabled: config.delegation.enabled,
+            max_validity: config.delegation.max_validity.get(),
+        },
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -336,37 +342,64 @@ fn dispatch(id: u32, req: Request, tx: &CountedSender, s: &Shared, conn: &mut Co
             key_id,
             algorithm,
             payload,
-        } => {
-            let Some(key) = s.keys.get(&key_id) else {
-                tracing::warn!(peer = %conn.peer, key_id = %hex(&key_id), "sign request for an unknown key id");
-                s.metrics.error("unknown_key");
-                return answer(tx, id, Response::Error(ErrorCode::UnknownKey));
-            };
-            if !conn.access.allows(&key_id) {
-                let why = "this client may not use the key ([[client]] permissions)";
-                return refuse(tx, id, s, conn, &key.name, "not_permitted", why);
-            }
-            if !algorithms::allowed(key.kind, algorithm) {
-                tracing::warn!(peer = %conn.peer, key = %key.label, algorithm = %algorithms::label(algorithm), "algorithm not supported by this key");
-                s.metrics.error("unsupported_algorithm");
-                return answer(tx, id, Response::Error(ErrorCode::UnsupportedAlgorithm));
-            }
-            if let Err(refusal) = signing_input::check(algorithm, &payload) {
-                let why = format!("{refusal} ({} bytes)", payload.len());
-                return refuse(tx, id, s, conn, &key.name, refusal.reason(), &why);
-            }
-            let job = Job {
-                id,
-                key,
-                algorithm,
-                payload,
-                reply: tx.clone(),
-                arrived: Instant::now(),
-            };
-            if let Err(job) = s.pool.submit(job) {
-                s.metrics.error("overloaded");
-                answer(tx, job.id, Response::Error(ErrorCode::Overloaded));
-            }
+        } => submit(id, key_id, algorithm, payload, false, tx, s, conn),
+        Request::Delegate {
+            key_id,
+            algorithm,
+            payload,
+        } => submit(id, key_id, algorithm, payload, true, tx, s, conn),
+    }
+}
+
+/// Checks a sign or delegate request (key, permission, algorithm, what is signed) and queues it.
+#[allow(clippy::too_many_arguments)]
+fn submit(
+    id: u32,
+    key_id: KeyId,
+    algorithm: u16,
+    payload: Vec<u8>,
+    delegate: bool,
+    tx: &CountedSender,
+    s: &Shared,
+    conn: &mut Conn,
+) {
+    let Some(key) = s.keys.get(&key_id) else {
+        tracing::warn!(peer = %conn.peer, key_id = %hex(&key_id), "request for an unknown key id");
+        s.metrics.error("unknown_key");
+        return answer(tx, id, Response::Error(ErrorCode::UnknownKey));
+    };
+    if !conn.access.allows(&key_id) {
+        let why = "this client may not use the key ([[client]] permissions)";
+        return refuse(tx, id, s, conn, &key.name, "not_permitted", why);
+    }
+    if !algorithms::allowed(key.kind, algorithm) {
+        tracing::warn!(peer = %conn.peer, key = %key.label, algorithm = %algorithms::label(algorithm), "algorithm not supported by this key");
+        s.metrics.error("unsupported_algorithm");
+        return answer(tx, id, Response::Error(ErrorCode::UnsupportedAlgorithm));
+    }
+    if delegate {
+        if let Err(refusal) = s
+            .delegation
+            .check(&key_id, key.kind, algorithm, &payload, SystemTime::now())
+        {
+            let why = format!("delegated credential: {refusal}");
+            return refuse(tx, id, s, conn, &key.name, refusal.reason(), &why);
         }
+    } else if let Err(refusal) = signing_input::check(algorithm, &payload) {
+        let why = format!("{refusal} ({} bytes)", payload.len());
+        return refuse(tx, id, s, conn, &key.name, refusal.reason(), &why);
+    }
+    let job = Job {
+        id,
+        key,
+        algorithm,
+        payload,
+        delegate,
+        reply: tx.clone(),
+        arrived: Instant::now(),
+    };
+    if let Err(job) = s.pool.submit(job) {
+        s.metrics.error("overloaded");
+        answer(tx, job.id, Response::Error(ErrorCode::Overloaded));
     }
 }

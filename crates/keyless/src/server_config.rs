@@ -43,6 +43,34 @@ pub struct KeyServerConfig {
     /// use every key (logged as a warning at start).
     #[serde(default, rename = "client")]
     pub clients: Vec<ClientKeys>,
+    /// Delegated credentials (RFC 9345) issued to gateways (`[delegation]`).
+    #[serde(default)]
+    pub delegation: DelegationConfig,
+}
+
+/// `[delegation]`: whether the key server issues delegated credentials, and for how long.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationConfig {
+    /// Issue credentials (`delegate` requests); off: they are answered `refused`.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Longest remaining validity of a credential issued (at most 7 days, RFC 9345 §4.1.3).
+    #[serde(default = "default_max_validity")]
+    pub max_validity: tlsgate_config::Duration,
+}
+
+impl Default for DelegationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_validity: default_max_validity(),
+        }
+    }
+}
+
+fn default_max_validity() -> tlsgate_config::Duration {
+    tlsgate_config::Duration::from_secs(crate::delegation::DEFAULT_MAX_VALIDITY.as_secs())
 }
 
 /// One `[[client]]` table: the keys a gateway identity may sign with.
@@ -106,6 +134,14 @@ pub enum ServerConfigError {
         /// The identity as written.
         identity: String,
     },
+    /// `[delegation] max_validity` is zero or longer than RFC 9345's seven days.
+    #[error("{}: delegation.max_validity: {value:?} is not between 1 s and 7 days (RFC 9345 §4.1.3)", path.display())]
+    DelegationValidity {
+        /// The file.
+        path: PathBuf,
+        /// The value.
+        value: std::time::Duration,
+    },
     /// `keys` is empty.
     #[error("{}: keys: at least one key file or directory is required", path.display())]
     NoKeys {
@@ -124,6 +160,7 @@ impl Classify for ServerConfigError {
             ServerConfigError::Parse { .. } => "config_parse",
             ServerConfigError::Identity { .. } => "config_identity",
             ServerConfigError::NoKeys { .. } => "config_no_keys",
+            ServerConfigError::DelegationValidity { .. } => "config_delegation_validity",
         }
     }
 }
@@ -166,6 +203,13 @@ impl KeyServerConfig {
         }
         if c.keys.is_empty() {
             return Err(ServerConfigError::NoKeys { path: file() });
+        }
+        let max = tlsgate_wire::delegated_credential::MAX_VALIDITY_SECS;
+        if c.delegation.max_validity.get().as_secs() > max || c.delegation.max_validity.get().is_zero() {
+            return Err(ServerConfigError::DelegationValidity {
+                path: file(),
+                value: c.delegation.max_validity.get(),
+            });
         }
         Ok(c)
     }

@@ -20,6 +20,13 @@ pub struct OpLabels {
     pub algorithm: String,
 }
 
+/// Labels of an issued delegated credential.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabel {
+    /// First 16 hex digits of the key id.
+    pub key: String,
+}
+
 /// Labels of an error answer or refusal.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -33,7 +40,8 @@ pub struct ErrorLabels {
 pub struct RefusedLabels {
     /// `not_permitted` (the client may not use the key) or why the input is not a TLS signing
     /// input: `not_tls_input`, `transcript_hash_length`, `pkcs1_in_tls13`, `mldsa_in_tls12`,
-    /// `group`, `public_key`, `length` (crate::signing_input::Refusal::reason).
+    /// `group`, `public_key`, `length` (crate::signing_input::Refusal::reason), or why a
+    /// delegated credential was refused (crate::delegation::Refusal::reason).
     pub reason: &'static str,
 }
 
@@ -42,6 +50,8 @@ pub struct ServerMetrics {
     registry: Registry,
     /// Signatures made.
     pub ops: Family<OpLabels, Counter>,
+    /// Delegated credentials issued (signed), by key.
+    pub delegations: Family<KeyLabel, Counter>,
     /// Errors answered (or connections refused), by kind.
     pub errors: Family<ErrorLabels, Counter>,
     /// Sign requests refused by policy (answered `refused`), by reason.
@@ -64,6 +74,7 @@ impl ServerMetrics {
         let mut registry = Registry::with_prefix("tlsgate_keyserver");
         let m = Self {
             ops: Family::default(),
+            delegations: Family::default(),
             errors: Family::default(),
             refused: Family::default(),
             read_pauses: Counter::default(),
@@ -74,6 +85,11 @@ impl ServerMetrics {
             registry: Registry::default(),
         };
         registry.register("operations", "Signatures made, by key and algorithm", m.ops.clone());
+        registry.register(
+            "delegated_credentials",
+            "Delegated credentials issued (RFC 9345), by key",
+            m.delegations.clone(),
+        );
         registry.register(
             "errors",
             "Errors answered or connections refused, by kind",

@@ -7,7 +7,7 @@ use crate::algorithms;
 use crate::codec::{encode_response, ErrorCode, Response};
 use crate::frame_writer::CountedSender;
 use crate::keystore::Key;
-use crate::server_metrics::{OpLabels, ServerMetrics};
+use crate::server_metrics::{KeyLabel, OpLabels, ServerMetrics};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +22,8 @@ pub struct Job {
     pub algorithm: u16,
     /// The message.
     pub payload: Vec<u8>,
+    /// A delegated credential (counted apart from handshake signatures).
+    pub delegate: bool,
     /// Where the encoded response frame goes (the connection's writer).
     pub reply: CountedSender,
     /// When the request arrived.
@@ -138,6 +140,15 @@ fn worker(rx: &Mutex<Receiver<Job>>, metrics: &ServerMetrics) {
 fn sign(job: &Job, metrics: &ServerMetrics) -> Response {
     match algorithms::from_code(job.algorithm) {
         Some(alg) => match job.key.signer.sign(alg, &job.payload) {
+            Ok(sig) if job.delegate => {
+                metrics
+                    .delegations
+                    .get_or_create(&KeyLabel {
+                        key: job.key.label.clone(),
+                    })
+                    .inc();
+                Response::Signature(sig)
+            }
             Ok(sig) => {
                 metrics
                     .ops

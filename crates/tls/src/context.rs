@@ -42,6 +42,8 @@ pub struct SessionState {
     pub ech: Arc<crate::ech_ring::EchRing>,
     /// Pending ACME challenge answers (HTTP-01 tokens, TLS-ALPN-01 certificates).
     pub acme: Arc<crate::acme_challenges::AcmeChallenges>,
+    /// Delegated credentials of keyless certificates (a reload hands them on).
+    pub delegations: Arc<crate::delegation::DelegationRegistry>,
 }
 
 impl SessionState {
@@ -57,6 +59,7 @@ impl SessionState {
             early_data: Arc::default(),
             ech: Arc::default(),
             acme: Arc::default(),
+            delegations: Arc::default(),
         }
     }
 
@@ -83,6 +86,8 @@ pub struct SiteVariant {
     pub chain_bytes: usize,
     /// What each connection gets when the site asks for client certificates.
     pub client_auth: Option<crate::client_auth::Policy>,
+    /// Its delegated credential, for a keyless certificate with delegation on.
+    pub delegation: Option<Arc<crate::delegation::DelegationSlot>>,
 }
 
 /// A site's TLS side.
@@ -283,6 +288,15 @@ impl TlsService {
             .collect()
     }
 
+    /// Every certificate's delegated-credential slot (keyless certificates with delegation on).
+    pub fn delegation_slots(&self) -> Vec<Arc<crate::delegation::DelegationSlot>> {
+        self.selector
+            .sites
+            .iter()
+            .flat_map(|s| s.variants.iter().filter_map(|v| v.delegation.clone()))
+            .collect()
+    }
+
     /// The OCSP staple slots of every stapled certificate (for the refresher and metrics).
     pub fn staple_slots(&self) -> Vec<Arc<crate::ocsp::StapleSlot>> {
         let variants = self.selector.sites.iter().flat_map(|s| &s.variants);
@@ -439,6 +453,7 @@ fn front_builder(
                 variant.key_type,
                 variant.staple.clone(),
                 variant.client_auth,
+                crate::delegation::offer(variant.delegation.as_ref(), hello),
             )),
             None => {
                 // Refused in the servername callback below, which can choose the alert.
@@ -456,7 +471,7 @@ fn front_builder(
                 None => false,
             };
             let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
-                Some((ctx, key_type, staple, client_auth)) => {
+                Some((ctx, key_type, staple, client_auth, delegated)) => {
                     hello
                         .ssl_mut()
                         .set_ssl_context(&ctx)
@@ -475,6 +490,14 @@ fn front_builder(
                     }
                     // Per connection, after the switch: the context stays untouched by refreshes.
                     crate::ocsp::staple(&mut hello, staple.as_ref());
+                    // Ahead of the certificate's own key (BoringSSL prefers added credentials),
+                    // used only if the client asked for one with our scheme.
+                    if let Some(issued) = delegated {
+                        hello
+                            .ssl_mut()
+                            .add_credential(&issued.credential)
+                            .map_err(|_| AsyncSelectCertError)?;
+                    }
                     Ok(())
                 }
                 None => Ok(()),
@@ -542,16 +565,16 @@ fn build_site(
                 Arc::new(LocalKey::new(key))
             }
         };
-        variants.push(build_variant(
-            tls,
-            sessions,
-            index,
-            site,
-            &chain,
-            backend,
-            &at,
-            client_auth,
-        )?);
+        let delegation = keyless
+            .filter(|k| cert.key.is_none() && k.delegated_credentials.enabled)
+            .and_then(|k| {
+                sessions
+                    .delegations
+                    .slot_for(&site.name, at.clone(), &chain, &backend, k.delegated_credentials)
+            });
+        let mut variant = build_variant(tls, sessions, index, site, &chain, backend, &at, client_auth)?;
+        variant.delegation = delegation;
+        variants.push(variant);
     }
     // OCSP staples; variants are still in configuration order here.
     for (j, (variant, cert)) in variants.iter_mut().zip(&site.certificates).enumerate() {
@@ -612,6 +635,7 @@ pub fn build_variant(
         not_after,
         chain_bytes: ders.iter().map(Vec::len).sum(),
         client_auth: client_auth.map(|a| a.policy),
+        delegation: None,
     })
 }
 

@@ -515,3 +515,76 @@ pub(crate) fn no_digest() -> MessageDigest {
     // accept NULL. Nothing else receives this value (it is never asked for its size or type).
     unsafe { MessageDigest::from_ptr(std::ptr::null()) }
 }
+
+// --- Delegated credentials (`delegation`): the `boring` crate wraps `SslCredential` but not
+// the delegated kind.
+
+/// A delegated credential (RFC 9345) ready to be added to connections: the DelegatedCredential
+/// structure `dc` (signed by the certificate's key), the certificate chain `chain` (DER, leaf
+/// first) and the credential's own private key `key`.
+pub fn delegated_credential(
+    chain: &[Vec<u8>],
+    dc: &[u8],
+    key: &boring::pkey::PKeyRef<boring::pkey::Private>,
+) -> Result<boring::ssl::SslCredential, boring::error::ErrorStack> {
+    use foreign_types::ForeignType;
+    /// Frees the CRYPTO_BUFFERs made for the call (BoringSSL up-references what it keeps).
+    struct Buffers(Vec<*mut boring_sys::CRYPTO_BUFFER>);
+    impl Drop for Buffers {
+        fn drop(&mut self) {
+            for b in &self.0 {
+                // SAFETY: each pointer came from CRYPTO_BUFFER_new, is non-null and is freed once.
+                unsafe { boring_sys::CRYPTO_BUFFER_free(*b) };
+            }
+        }
+    }
+    let buffer =
+        |bytes: &[u8], owned: &mut Buffers| -> Result<*mut boring_sys::CRYPTO_BUFFER, boring::error::ErrorStack> {
+            // SAFETY: `bytes` is valid for `len` bytes during the call; BoringSSL copies them. A NULL
+            // pool is allowed.
+            let b = unsafe { boring_sys::CRYPTO_BUFFER_new(bytes.as_ptr(), bytes.len(), std::ptr::null_mut()) };
+            if b.is_null() {
+                return Err(boring::error::ErrorStack::get());
+            }
+            owned.0.push(b);
+            Ok(b)
+        };
+    let mut owned = Buffers(Vec::with_capacity(chain.len() + 1));
+    let mut certs = Vec::with_capacity(chain.len());
+    for der in chain {
+        certs.push(buffer(der, &mut owned)?);
+    }
+    let dc_buffer = buffer(dc, &mut owned)?;
+    let check = |ok: std::os::raw::c_int| {
+        if ok == 1 {
+            Ok(())
+        } else {
+            Err(boring::error::ErrorStack::get())
+        }
+    };
+    // SAFETY: SSL_CREDENTIAL_new_delegated returns a new credential we own (or NULL, checked),
+    // handed to `SslCredential`, which frees it on drop.
+    let cred = unsafe {
+        let p = boring_sys::SSL_CREDENTIAL_new_delegated();
+        if p.is_null() {
+            return Err(boring::error::ErrorStack::get());
+        }
+        boring::ssl::SslCredential::from_ptr(p)
+    };
+    // SAFETY: `cred` is a live credential not yet shared with any connection; `certs` holds
+    // `certs.len()` valid buffers and `dc_buffer` one, all alive until `owned` drops (BoringSSL
+    // takes its own references); `key` is a live EVP_PKEY, up-referenced by BoringSSL.
+    unsafe {
+        check(boring_sys::SSL_CREDENTIAL_set1_cert_chain(
+            cred.as_ptr(),
+            certs.as_ptr(),
+            certs.len(),
+        ))?;
+        check(boring_sys::SSL_CREDENTIAL_set1_delegated_credential(
+            cred.as_ptr(),
+            dc_buffer,
+        ))?;
+        check(boring_sys::SSL_CREDENTIAL_set1_private_key(cred.as_ptr(), key.as_ptr()))?;
+    }
+    Ok(cred)
+}

@@ -131,6 +131,13 @@ pub trait KeyBackend: Send + Sync + 'static {
     fn key_type(&self) -> KeyType;
     /// Signs `input` (the raw message; the backend hashes it as `algorithm` requires).
     fn sign(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> SignFuture;
+    /// Issues a delegated credential (RFC 9345): signs `input`, the credential signing input,
+    /// with the scheme `algorithm` (a code point). `None` for backends that do not issue
+    /// credentials (a key in this process needs none: it signs handshakes at local cost).
+    fn delegate(&self, algorithm: u16, input: Vec<u8>) -> Option<SignFuture> {
+        let _ = (algorithm, input);
+        None
+    }
 }
 
 /// A private key held in this process, signing with BoringSSL.
@@ -182,6 +189,35 @@ impl KeyBackend for LocalKey {
     fn sign(&self, algorithm: SslSignatureAlgorithm, input: &[u8]) -> SignFuture {
         Box::pin(std::future::ready(self.sign_now(algorithm, input)))
     }
+}
+
+/// Whether `signature` is `public`'s signature over `input` with the TLS scheme `algorithm`
+/// (checks a key server's answer before it is served, e.g. a delegated credential).
+pub fn verify<T: boring::pkey::HasPublic>(
+    public: &boring::pkey::PKeyRef<T>,
+    algorithm: SslSignatureAlgorithm,
+    input: &[u8],
+    signature: &[u8],
+) -> bool {
+    let Some((md, pss)) = digest_for(algorithm) else {
+        return false;
+    };
+    let verified = || -> Result<bool, boring::error::ErrorStack> {
+        let mut v = match md {
+            Some(md) => boring::sign::Verifier::new(md, public)?,
+            None => boring::sign::Verifier::new_without_digest(public)?,
+        };
+        if pss {
+            v.set_rsa_padding(Padding::PKCS1_PSS)?;
+            v.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)?;
+        }
+        if md.is_none() {
+            return v.verify_oneshot(signature, input);
+        }
+        v.update(input)?;
+        v.verify(signature)
+    };
+    verified().unwrap_or(false)
 }
 
 /// Digest and PSS flag for a TLS signature algorithm; `Some((None, _))` means no pre-hash

@@ -5,7 +5,8 @@
 //! - [`client_auth`]: client certificates per site (trust store, verify mode, session-ID
 //!   context) and the verified identity of a connection.
 //! - [`keys`]: the [`keys::KeyBackend`] trait behind the asynchronous private-key hook;
-//!   [`remote_keys`]: the hook through which key servers provide backends (keyless TLS).
+//!   [`remote_keys`]: the hook through which key servers provide backends (keyless TLS);
+//!   [`delegation`]: delegated credentials (RFC 9345) that spare keyless handshakes the key server.
 //! - [`session_cache`], [`tickets`]: TLS 1.2 session IDs and rotating ticket keys; both outlive
 //!   configuration reloads.
 //! - [`secret`]: the cluster secret and HKDF derivation (shared ticket keys, sealed sessions).
@@ -43,6 +44,7 @@ pub mod client_auth;
 #[cfg(test)]
 mod client_auth_tests;
 pub mod context;
+pub mod delegation;
 pub mod early_data;
 pub mod ech;
 pub mod ech_ring;

@@ -433,6 +433,7 @@ impl AdminHooks for Hooks {
         m.set_gauge("cert_compression_bytes_saved_total", cc.bytes_saved.load(Relaxed));
         m.set_gauge("cert_compressions_computed_total", cc.computed.load(Relaxed));
         tlsgate_proxy::downstream::stapling::export_metrics(gw);
+        tlsgate_proxy::downstream::delegation::export_metrics(gw);
         control_plane::export_metrics(m);
         tlsgate_proxy::upstream::export_in_flight(gw);
         tlsgate_proxy::upstream::server::export_connections(gw);
@@ -492,6 +493,7 @@ async fn control_loop(
     tokio::spawn(rotate_ticket_keys(gateway.clone()));
     tokio::spawn(crate::ech_rotate::run(gateway.clone()));
     tokio::spawn(tlsgate_proxy::downstream::stapling::run(gateway.clone()));
+    tokio::spawn(tlsgate_proxy::downstream::delegation::run(gateway.clone()));
     let (mut hup, mut term, mut int, mut usr1, mut usr2) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),

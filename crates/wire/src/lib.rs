@@ -2,6 +2,7 @@
 //! be unit-tested in memory and fuzzed quickly (`fuzz/`).
 //!
 //! - [`client_hello`]: what a ClientHello says the client can verify and negotiate.
+//! - [`delegated_credential`]: RFC 9345 credentials and the message a key server signs for one.
 //! - [`ech`]: the encrypted_client_hello extension's clear fields (which ECHConfig was used).
 //! - [`handoff`]: the binary-upgrade channel between a running gateway and its successor.
 //! - [`ja4`]: the JA4 TLS client fingerprint of a ClientHello (hashing left to the caller).
@@ -13,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
+pub mod delegated_credential;
 pub mod ech;
 pub mod handoff;
 pub mod ja4;

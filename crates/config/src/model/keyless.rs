@@ -39,6 +39,45 @@ pub struct KeylessConfig {
     /// Named key-server pools (`[[keyless.pool]]`) that certificates name with `key_server_pool`.
     #[serde(default, rename = "pool")]
     pub pools: Vec<KeyServerPoolConfig>,
+    /// Delegated credentials (RFC 9345) for keyless certificates
+    /// (`[keyless.delegated_credentials]`, docs/KEYLESS.md).
+    #[serde(default)]
+    pub delegated_credentials: DelegatedCredentialsConfig,
+}
+
+/// `[keyless.delegated_credentials]`: the gateway asks the key servers, once per validity
+/// period, for a short-lived credential whose key it holds in memory; clients that support
+/// delegated credentials are then served with no key-server round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegatedCredentialsConfig {
+    /// Ask for credentials for every keyless certificate that carries the DelegationUsage
+    /// extension.
+    #[serde(default)]
+    pub enabled: bool,
+    /// How long each credential is valid (the key server caps it; RFC 9345: at most 7 days).
+    #[serde(default = "default_dc_validity")]
+    pub validity: Duration,
+    /// A new credential is asked for this long before the current one expires.
+    #[serde(default = "default_dc_renew_before")]
+    pub renew_before: Duration,
+}
+
+impl Default for DelegatedCredentialsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            validity: default_dc_validity(),
+            renew_before: default_dc_renew_before(),
+        }
+    }
+}
+
+fn default_dc_validity() -> Duration {
+    Duration::from_secs(8 * 3600)
+}
+fn default_dc_renew_before() -> Duration {
+    Duration::from_secs(3 * 3600)
 }
 
 impl KeylessConfig {

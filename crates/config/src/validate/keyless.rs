@@ -56,6 +56,20 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
             issues.push(Issue::error(format!("keyless.{field}"), "must be greater than zero"));
         }
     }
+    let dc = &k.delegated_credentials;
+    let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    if dc.validity.get() < std::time::Duration::from_secs(60) || dc.validity.get() > week {
+        issues.push(Issue::error(
+            "keyless.delegated_credentials.validity",
+            "must be between 1m and 7d (RFC 9345 §4.1.3)",
+        ));
+    }
+    if dc.renew_before.get().is_zero() || dc.renew_before.get() >= dc.validity.get() {
+        issues.push(Issue::error(
+            "keyless.delegated_credentials.renew_before",
+            "must be greater than zero and shorter than validity",
+        ));
+    }
 }
 
 #[cfg(test)]
