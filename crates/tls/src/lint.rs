@@ -127,6 +127,7 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
     }
     issues.extend(crate::client_auth::lint(config));
     issues.extend(crate::mldsa_check::lint(config));
+    issues.extend(crate::delegation::lint(config));
     issues
 }
 

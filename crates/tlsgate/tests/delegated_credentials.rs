@@ -254,3 +254,34 @@ fn a_key_server_with_delegation_off_refuses_and_the_gateway_serves_through_it() 
     assert!(served(&out), "{}", out.all());
     assert_eq!(ks.ops(), before + 1.0, "served through the key server");
 }
+
+#[test]
+fn check_warns_about_keyless_certificates_without_delegation_usage() {
+    let pki = TestPki::new();
+    delegation_site(&pki);
+    let (_, plain_key) = pki.leaf("plain", &["localhost"], KeyKind::EcdsaP256);
+    std::fs::remove_file(plain_key).unwrap();
+    let client = client_cert(&pki, "gateway", "gateway-1");
+    let certs = format!(
+        "{}{}",
+        keyless_cert_block(&pki.path("dc.pem"), &["127.0.0.1:1".into()]),
+        keyless_cert_block(&pki.path("plain.pem"), &["127.0.0.1:1".into()])
+    );
+    let top = format!(
+        "{}[keyless.delegated_credentials]\nenabled = true\n",
+        keyless_section(&client, &pki.ca_file())
+    );
+    let config = pki.write("tlsgate.toml", &common::config_with_certs(&certs, 8443, 9090, &top, ""));
+    let out = common::tlsgate(&["check", "--config", config.to_str().unwrap()]);
+    let all = out.all();
+    assert!(
+        all.contains("site[0].certificate[1].chain") && all.contains("DelegationUsage"),
+        "the certificate without DelegationUsage is named:\n{all}"
+    );
+    assert!(
+        all.lines()
+            .filter(|l| l.contains("DelegationUsage"))
+            .all(|l| l.contains("certificate[1]")),
+        "only the certificate without DelegationUsage is warned about:\n{all}"
+    );
+}

@@ -567,3 +567,99 @@ fn the_key_server_admin_listener_refuses_foreign_hosts_and_cross_site_requests()
     let cross = admin_get(ks.admin, "localhost", "Sec-Fetch-Site: cross-site\r\n");
     assert!(cross.starts_with("HTTP/1.1 403"), "{cross}");
 }
+
+/// The message a key server signs to issue a delegated credential for `cert` (whose validity
+/// started at `not_before`), ending `lifetime` from now, for a fresh P-256 credential key.
+fn credential_input(cert: &X509, not_before: u64, lifetime: u64) -> Vec<u8> {
+    use tlsgate_wire::delegated_credential::{signing_input, Credential};
+    let group = boring::ec::EcGroup::from_curve_name(boring::nid::Nid::X9_62_PRIME256V1).unwrap();
+    let key = boring::pkey::PKey::from_ec_key(boring::ec::EcKey::generate(&group).unwrap()).unwrap();
+    let spki = key.public_key_to_der().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let credential = Credential {
+        valid_time: u32::try_from(now + lifetime - not_before).unwrap(),
+        dc_cert_verify_algorithm: ECDSA_P256_SHA256,
+        spki: &spki,
+    };
+    signing_input(&cert.to_der().unwrap(), &credential, ECDSA_P256_SHA256).unwrap()
+}
+
+#[test]
+fn credentials_are_issued_only_for_delegation_certificates_and_short_validities() {
+    let setup = KeylessSetup::new();
+    // A third site key whose certificate carries DelegationUsage.
+    let mut spec = tlsgate_tls::pki::CertSpec::leaf(&["localhost"], tlsgate_tls::pki::KeyKind::EcdsaP256, 30);
+    spec.extra.push(tlsgate_tls::pki::RawExtension {
+        oid: tlsgate_wire::delegated_credential::DELEGATION_USAGE_OID.into(),
+        der: vec![0x05, 0x00],
+    });
+    let not_before = spec.not_before.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let (_, key) = setup.pki.leaf_with("dc", &spec);
+    std::fs::rename(&key, setup.keys.join("dc.key")).unwrap();
+    let ks = start_keyserver(
+        &setup.pki,
+        &setup.files,
+        free_port(),
+        &[&setup.keys],
+        "[delegation]\nenabled = true\nmax_validity = \"1h\"\n",
+    );
+    let (dc, dc_cert) = site_key(&setup.pki, "dc");
+    let (ecdsa, ecdsa_cert) = site_key(&setup.pki, "ecdsa");
+    let mut s = connect(&setup.pki, &setup.client, ks.port);
+    let delegate = |s: &mut SslStream<TcpStream>, key_id: KeyId, payload: &[u8]| {
+        let req = Request::Delegate {
+            key_id,
+            algorithm: ECDSA_P256_SHA256,
+            payload: payload.to_vec(),
+        };
+        call(s, 2, &req)
+    };
+
+    // Issued: a ten-minute credential for the delegation certificate, signed by its key.
+    let good = credential_input(&dc_cert, not_before, 600);
+    match delegate(&mut s, dc, &good) {
+        Some(Response::Signature(sig)) => assert!(verify(&dc_cert, ECDSA_P256_SHA256, &good, &sig)),
+        other => panic!("credential not issued: {other:?}"),
+    }
+
+    // Refused, each for its reason.
+    let no_usage = credential_input(&ecdsa_cert, not_before, 600);
+    let cases: &[(&str, KeyId, Vec<u8>, &str)] = &[
+        ("no DelegationUsage", ecdsa, no_usage, "no_delegation_usage"),
+        (
+            "two hours (limit 1 h)",
+            dc,
+            credential_input(&dc_cert, not_before, 7200),
+            "credential_validity_too_long",
+        ),
+        (
+            "another key's certificate",
+            ecdsa,
+            good.clone(),
+            "credential_certificate_other_key",
+        ),
+        ("a CertificateVerify input", dc, tls13_input(32), "not_credential_input"),
+    ];
+    for (what, key, payload, reason) in cases {
+        assert_eq!(
+            delegate(&mut s, *key, payload),
+            Some(Response::Error(ErrorCode::Refused)),
+            "{what}"
+        );
+        assert!(refused(&ks, reason) >= 1.0, "{what}: {reason}\n{}", ks.proc.metrics());
+    }
+    // The credential input is no handshake input: a plain sign request for it is refused.
+    assert_eq!(
+        sign(&mut s, dc, ECDSA_P256_SHA256, &good),
+        Some(Response::Error(ErrorCode::Refused))
+    );
+    assert_eq!(refused(&ks, "not_tls_input"), 1.0);
+    assert_eq!(ks.ops(), 0.0, "no handshake signature was made");
+    assert_eq!(
+        ks.proc.metric("tlsgate_keyserver_delegated_credentials_total", &[]),
+        1.0
+    );
+}
