@@ -20,4 +20,6 @@ fuzz_target!(|data: &[u8]| {
     // The encrypted_client_hello extension body, and an ECHConfigList (as DNS and retry configs carry).
     let _ = tlsgate_wire::ech::parse(data);
     let _ = tlsgate_wire::ech::config_ids(data);
+    // The delegated_credential extension body (RFC 9345: the schemes a client accepts).
+    let _ = tlsgate_wire::delegated_credential::offers_scheme(data, 0x0403);
 });

@@ -199,17 +199,10 @@ pub fn parse_delegated_credential(input: &[u8]) -> Result<(Credential<'_>, u16, 
     Ok((credential, algorithm, signature))
 }
 
-/// Whether a ClientHello's `delegated_credential` extension body (a SignatureSchemeList:
-/// u16 length, then u16 schemes) offers `scheme`. A malformed body offers nothing.
+/// Whether a ClientHello's `delegated_credential` extension body (a SignatureSchemeList, the
+/// form of `signature_algorithms`) offers `scheme`. A malformed body offers nothing.
 pub fn offers_scheme(extension: &[u8], scheme: u16) -> bool {
-    let Ok((len, list)) = take_u16(extension) else {
-        return false;
-    };
-    let len = usize::from(len);
-    if list.len() != len || len % 2 != 0 {
-        return false;
-    }
-    list.chunks_exact(2).any(|c| u16::from_be_bytes([c[0], c[1]]) == scheme)
+    crate::client_hello::u16_items(extension, 2).any(|s| s == scheme)
 }
 
 /// The length of the DER SEQUENCE (header included) at the start of `input`.
