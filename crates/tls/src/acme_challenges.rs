@@ -2,13 +2,30 @@
 //! live in [`crate::context::SessionState`]): HTTP-01 key authorizations by token (the redirect
 //! listener answers `/.well-known/acme-challenge/<token>`) and TLS-ALPN-01 certificates by name
 //! (RFC 8737: a ClientHello offering only `acme-tls/1` for that name gets the certificate).
+//!
+//! In a cluster, the node that orders also publishes its answers to the shared store, and every
+//! other node asks the store for a token or name it does not hold ([`ChallengeStore`], installed
+//! by `tlsgate serve`): the CA's validation may reach any node behind the balancer.
 
 use boring::pkey::{PKey, Private};
 use boring::ssl::{AlpnError, ClientHello, ExtensionType, NameType, SslContextBuilder};
 use boring::x509::X509;
+use futures_util::future::BoxFuture;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// A TLS-ALPN-01 challenge certificate and its key.
+pub type ChallengeCert = (X509, PKey<Private>);
+
+/// Challenge answers other nodes of the cluster published (the shared store).
+pub trait ChallengeStore: Send + Sync + 'static {
+    /// The key authorization of HTTP-01 `token`, if a node published one.
+    fn http(&self, token: String) -> BoxFuture<'static, Option<String>>;
+    /// The TLS-ALPN-01 certificate and key for `name`, if a node published one.
+    fn alpn(&self, name: String) -> BoxFuture<'static, Option<ChallengeCert>>;
+}
 
 /// The ALPN protocol of TLS-ALPN-01.
 pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
@@ -25,6 +42,8 @@ pub struct AcmeChallenges {
     pub http_answered: AtomicU64,
     /// TLS-ALPN-01 handshakes given a challenge certificate.
     pub alpn_answered: AtomicU64,
+    /// Answers other nodes published (set once, when the gateway joins a cluster with a store).
+    remote: OnceLock<Arc<dyn ChallengeStore>>,
 }
 
 impl std::fmt::Debug for AcmeChallenges {
@@ -69,21 +88,65 @@ impl AcmeChallenges {
         self.alpn.write().remove(&name.to_ascii_lowercase());
     }
 
+    /// Looks up answers other nodes published from now on (once per process).
+    pub fn set_remote(&self, store: Arc<dyn ChallengeStore>) {
+        let _ = self.remote.set(store);
+    }
+
+    /// The HTTP-01 key authorization for a request path under [`HTTP01_PREFIX`]: this node's,
+    /// or else one another node published (at most `wait` for the store).
+    pub async fn http_answer_anywhere(&self, path: &str, wait: std::time::Duration) -> Option<String> {
+        if let Some(answer) = self.http_answer(path) {
+            return Some(answer);
+        }
+        let token = path.strip_prefix(HTTP01_PREFIX)?;
+        let remote = self.remote.get()?.clone();
+        let answer = tokio::time::timeout(wait, remote.http(token.to_string()))
+            .await
+            .ok()
+            .flatten()?;
+        self.http_answered.fetch_add(1, Ordering::Relaxed);
+        Some(answer)
+    }
+
+    /// For a hello that offers only `acme-tls/1` and names a host this node holds no challenge
+    /// for: the lookup of another node's challenge certificate (counted when it finds one).
+    pub fn remote_alpn_answer(
+        self: &Arc<Self>,
+        hello: &ClientHello<'_>,
+    ) -> Option<BoxFuture<'static, Option<ChallengeCert>>> {
+        let name = acme_tls_name(hello)?;
+        let remote = self.remote.get()?.clone();
+        let me = self.clone();
+        Some(Box::pin(async move {
+            let answer = remote.alpn(name).await?;
+            me.alpn_answered.fetch_add(1, Ordering::Relaxed);
+            Some(answer)
+        }))
+    }
+
     /// The challenge certificate for a hello that offers only `acme-tls/1`, for a name with a
     /// pending challenge.
     pub fn alpn_answer(&self, hello: &ClientHello<'_>) -> Option<(X509, PKey<Private>)> {
-        let alpn = hello.get_extension(ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION)?;
-        if !offers_only_acme_tls(alpn) {
-            return None;
-        }
-        let name = hello
-            .servername(NameType::HOST_NAME)?
-            .trim_end_matches('.')
-            .to_ascii_lowercase();
+        let name = acme_tls_name(hello)?;
         let answer = self.alpn.read().get(&name).cloned()?;
         self.alpn_answered.fetch_add(1, Ordering::Relaxed);
         Some(answer)
     }
+}
+
+/// The name a TLS-ALPN-01 validation asks for: a hello offering exactly `acme-tls/1`.
+fn acme_tls_name(hello: &ClientHello<'_>) -> Option<String> {
+    let alpn = hello.get_extension(ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION)?;
+    if !offers_only_acme_tls(alpn) {
+        return None;
+    }
+    Some(
+        hello
+            .servername(NameType::HOST_NAME)?
+            .trim_end_matches('.')
+            .to_ascii_lowercase(),
+    )
 }
 
 /// Whether an ALPN extension body (RFC 7301: u16 length, then u8-length names) is exactly the
@@ -98,7 +161,11 @@ pub fn offers_only_acme_tls(ext: &[u8]) -> bool {
 }
 
 /// Makes `b` the challenge context: the certificate, its key, and `acme-tls/1` selected.
-pub fn configure(b: &mut SslContextBuilder, cert: &X509, key: &PKey<Private>) -> Result<(), boring::error::ErrorStack> {
+pub fn configure(
+    b: &mut SslContextBuilder,
+    cert: &X509,
+    key: &boring::pkey::PKeyRef<Private>,
+) -> Result<(), boring::error::ErrorStack> {
     b.set_certificate(cert)?;
     b.set_private_key(key)?;
     b.set_alpn_select_callback(|_ssl, client| {

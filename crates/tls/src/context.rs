@@ -437,6 +437,21 @@ fn front_builder(
             });
             return Ok(fut);
         }
+        // Another node's pending challenge, published in the cluster's store.
+        if let Some(lookup) = acme_sessions.acme.remote_alpn_answer(hello) {
+            let (tls, sessions) = (acme_tls.clone(), acme_sessions.clone());
+            let fut: BoxSelectCertFuture = Box::pin(async move {
+                let ctx = lookup
+                    .await
+                    .and_then(|(cert, key)| acme_challenge_context(&cert, &key, &tls, &sessions));
+                let finish: BoxSelectCertFinish = Box::new(move |mut hello: ClientHello<'_>| match ctx {
+                    Some(ctx) => hello.ssl_mut().set_ssl_context(&ctx).map_err(|_| AsyncSelectCertError),
+                    None => Err(AsyncSelectCertError),
+                });
+                Ok(finish)
+            });
+            return Ok(fut);
+        }
         // JA4, when a feature uses it, and the access rules by fingerprint (a denial fails here).
         selector.fingerprints.inspect(hello)?;
         let claim = early.as_ref().and_then(|ed| {
@@ -522,9 +537,19 @@ fn front_builder(
 /// The TLS-ALPN-01 challenge context for `hello`, when it is a CA's validation of a pending one.
 fn acme_alpn_context(hello: &ClientHello<'_>, tls: &TlsConfig, sessions: &SessionState) -> Option<SslContext> {
     let (cert, key) = sessions.acme.alpn_answer(hello)?;
+    acme_challenge_context(&cert, &key, tls, sessions)
+}
+
+/// The context that answers a TLS-ALPN-01 validation with `cert`.
+fn acme_challenge_context(
+    cert: &X509,
+    key: &boring::pkey::PKeyRef<boring::pkey::Private>,
+    tls: &TlsConfig,
+    sessions: &SessionState,
+) -> Option<SslContext> {
     let mut b = base_builder(tls).ok()?;
     install_sessions(&mut b, tls, sessions);
-    crate::acme_challenges::configure(&mut b, &cert, &key).ok()?;
+    crate::acme_challenges::configure(&mut b, cert, key).ok()?;
     Some(b.build())
 }
 

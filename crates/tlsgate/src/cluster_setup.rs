@@ -2,6 +2,7 @@
 //! them, and put the shared store (Redis or Memcached) behind the session cache and the 0-RTT
 //! guard. The store connects in the background; until it answers, handshakes do not wait on it.
 
+use crate::serve::acme_cluster::AcmeCluster;
 use anyhow::Context;
 use std::sync::Arc;
 use tlsgate_admin::Metrics;
@@ -10,11 +11,19 @@ use tlsgate_config::Config;
 use tlsgate_proxy::Gateway;
 use tlsgate_tls::secret::ClusterSecret;
 
+/// What joining a cluster set up.
+#[derive(Default)]
+pub struct Joined {
+    /// The shared store, if one is configured (for metrics).
+    pub store: Option<Arc<ClusterStore>>,
+    /// ACME coordination through the store, when there is one and `[acme]` is configured.
+    pub acme: Option<Arc<AcmeCluster>>,
+}
+
 /// Applies `[cluster]`; must run inside the runtime that will own the store's background tasks.
-/// Returns the store, if one is configured, for metrics.
-pub fn join(config: &Config, gateway: &Gateway) -> anyhow::Result<Option<Arc<ClusterStore>>> {
+pub fn join(config: &Config, gateway: &Gateway) -> anyhow::Result<Joined> {
     let Some(cluster) = &config.cluster else {
-        return Ok(None);
+        return Ok(Joined::default());
     };
     let secrets = cluster
         .secret_files
@@ -36,10 +45,17 @@ pub fn join(config: &Config, gateway: &Gateway) -> anyhow::Result<Option<Arc<Clu
     gateway.sessions.ech.use_cluster_secrets(secrets.clone());
     crate::ech_rotate::install(gateway)?;
     let store = ClusterStore::start(cluster, &secrets).map_err(|e| anyhow::anyhow!("cluster.servers: {e}"))?;
+    let mut acme = None;
     if let Some(store) = &store {
         gateway.sessions.cache.set_remote(store.clone());
         gateway.sessions.early_data.set_guard(store.clone());
         crate::rate_limit_store::attach(gateway, store, &secrets[0]);
+        if config.acme.is_some() {
+            // One order per certificate, results and challenge answers shared (docs/ACME.md).
+            let shared = AcmeCluster::new(store, &secrets);
+            gateway.sessions.acme.set_remote(shared.clone());
+            acme = Some(shared);
+        }
     }
     tracing::info!(
         store = store.as_ref().map_or("local", |s| s.kind()),
@@ -47,7 +63,7 @@ pub fn join(config: &Config, gateway: &Gateway) -> anyhow::Result<Option<Arc<Clu
         "cluster: ticket keys derived from the cluster secret{}",
         if store.is_some() { "; TLS 1.2 sessions and 0-RTT claims shared through the store" } else { "" }
     );
-    Ok(store)
+    Ok(Joined { store, acme })
 }
 
 /// Copies the store's counters into the scrape-time gauges.

@@ -5,6 +5,7 @@
 //! sockets and session state of the gateway running with the same upgrade socket (`upgrade`).
 
 mod acme;
+pub(crate) mod acme_cluster;
 mod acme_manager;
 mod acme_metrics;
 mod acme_solver;
@@ -258,11 +259,11 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let cluster = {
         let _runtime = control.enter();
-        let cluster =
+        let joined =
             crate::cluster_setup::join(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         control_plane::start(&config, &gateway).map_err(|e| anyhow::anyhow!("{}: control: {e:#}", path.display()))?;
-        acme_manager::start(&config, &gateway);
-        cluster
+        acme_manager::start(&config, &gateway, joined.acme);
+        joined.store
     };
 
     let mut threads = Vec::new();

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tlsgate_testkit::{free_port, require, toml_path, GatewayProcess, TestPki};
+use tlsgate_testkit::{free_port, require, toml_path, GatewayProcess, StoreProcess, TestPki};
 use tlsgate_tls::pki::KeyKind;
 
 /// Pebble and its DNS server, stopped on drop.
@@ -452,6 +452,146 @@ fn a_dead_ca_leaves_the_certificate_serving_and_failures_in_metrics() {
         "{}",
         gw.log()
     );
+}
+
+/// A cluster node's configuration: `gateway_config` with HTTP-01, a short lease, and the
+/// shared store and secret.
+fn cluster_node_config(
+    p: &Ports,
+    pebble: &Pebble,
+    state: &Path,
+    redis: &StoreProcess,
+    secret: &Path,
+    challenge: &str,
+) -> String {
+    format!(
+        "{}\n[cluster]\nsecret_files = [{}]\nstore = \"redis\"\nservers = [\"{}\"]\nbreaker_retry = \"200ms\"\n",
+        gateway_config(
+            p,
+            pebble,
+            state,
+            &["c.test"],
+            &format!("challenges = [{challenge:?}]\nlease = \"6s\""),
+            ""
+        ),
+        toml_path(secret),
+        redis.redis_url()
+    )
+}
+
+fn cluster_events(gw: &GatewayProcess, event: &str) -> f64 {
+    gw.metric("tlsgate_acme_cluster_events_total", &[&format!("event=\"{event}\"")])
+}
+
+fn wait_log(gw: &GatewayProcess, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gw.log().contains(needle) {
+        assert!(Instant::now() < deadline, "{needle:?} not logged\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cluster_orders_once_validated_through_another_node_and_every_node_serves_the_result() {
+    cluster_orders_once("http-01");
+}
+
+#[test]
+fn a_cluster_answers_tls_alpn_01_on_a_node_that_did_not_order() {
+    cluster_orders_once("tls-alpn-01");
+}
+
+/// Node A orders with `challenge`; the CA validates on node B only, which answers from the
+/// store; B installs A's certificate without ordering.
+fn cluster_orders_once(challenge: &str) {
+    require("redis-server");
+    let (pa, pb) = (Ports::new(), Ports::new());
+    // The CA validates on node B's ports only; node A orders.
+    let pebble = Pebble::start(pb.http, pb.https, 7_776_000, &[]);
+    let redis = StoreProcess::redis();
+    let secrets = TestPki::new();
+    let secret = secrets.write("cluster.key", &format!("{}\n", "5a".repeat(32)));
+    let (sa, sb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start_gateway(
+        &pa,
+        &cluster_node_config(&pa, &pebble, sa.path(), &redis, &secret, challenge),
+    );
+    wait_log(&a, "ACME lease taken");
+    let b = start_gateway(
+        &pb,
+        &cluster_node_config(&pb, &pebble, sb.path(), &redis, &secret, challenge),
+    );
+    wait_issued(&a, &pebble, 1.0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster_events(&b, "adopted") < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "node B never installed A's certificate\n{}",
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        b.metric("tlsgate_acme_orders_total", &[]),
+        0.0,
+        "node B never ordered:\n{}",
+        b.log()
+    );
+    assert!(cluster_events(&b, "lease_busy") >= 1.0, "node B waited for A's lease");
+    assert_eq!(cluster_events(&a, "published"), 1.0);
+    // Pebble validates on B's ports only, so the answers to A's order came from B, which read
+    // them from the store.
+    let root = pebble.root_file();
+    for p in [&pa, &pb] {
+        let out = fetch_verified(p, "c.test", &root);
+        assert_eq!(out.stdout, "acme site", "{}", out.all());
+    }
+    assert_eq!(
+        served_leaf(&pa, "c.test"),
+        served_leaf(&pb, "c.test"),
+        "one certificate"
+    );
+}
+
+#[test]
+fn a_node_killed_mid_order_holds_the_cluster_up_only_for_its_lease() {
+    require("redis-server");
+    let (pa, pb) = (Ports::new(), Ports::new());
+    // Validation goes to B, which is not running yet: A's orders fail while it holds the lease.
+    let pebble = Pebble::start(pb.http, pb.https, 7_776_000, &[]);
+    let redis = StoreProcess::redis();
+    let secrets = TestPki::new();
+    let secret = secrets.write("cluster.key", &format!("{}\n", "5a".repeat(32)));
+    let (sa, sb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start_gateway(
+        &pa,
+        &cluster_node_config(&pa, &pebble, sa.path(), &redis, &secret, "http-01"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.metric("tlsgate_acme_consecutive_failures", &[]) < 1.0 {
+        assert!(Instant::now() < deadline, "no failed order on A\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cluster_events(&a, "lease_released"), 0.0, "A still holds the lease");
+    drop(a); // stopped without releasing its lease: it lapses
+    let started = Instant::now();
+    let b = start_gateway(
+        &pb,
+        &cluster_node_config(&pb, &pebble, sb.path(), &redis, &secret, "http-01"),
+    );
+    wait_issued(&b, &pebble, 1.0);
+    assert!(
+        cluster_events(&b, "lease_busy") >= 1.0,
+        "B waited for the dead node's lease:\n{}",
+        b.log()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the cluster was held up longer than the lease: {:?}",
+        started.elapsed()
+    );
+    let out = fetch_verified(&pb, "c.test", &pebble.root_file());
+    assert_eq!(out.stdout, "acme site", "{}", out.all());
 }
 
 #[test]

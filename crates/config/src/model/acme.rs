@@ -57,6 +57,11 @@ pub struct AcmeConfig {
     /// The longest one order may take (validation and issuance).
     #[serde(default = "default_order_timeout")]
     pub order_timeout: Duration,
+    /// In a cluster with a shared store (`[cluster]`): how long the lease of the node ordering a
+    /// certificate lasts without renewal (it renews every third of it). A node that dies
+    /// mid-order holds up the others at most this long.
+    #[serde(default = "default_lease")]
+    pub lease: Duration,
 }
 
 /// `[site.acme]`: this site's certificates come from `[acme]` (no `[[site.certificate]]`).
@@ -105,6 +110,10 @@ fn default_retry_min() -> Duration {
 
 fn default_retry_max() -> Duration {
     Duration::from_secs(6 * 3600)
+}
+
+fn default_lease() -> Duration {
+    Duration::from_secs(30)
 }
 
 fn default_order_timeout() -> Duration {

@@ -73,6 +73,9 @@ pub(super) fn check(config: &Config, issues: &mut Vec<Issue>) {
     if a.order_timeout.get().as_secs() < 5 {
         issues.push(Issue::error("acme.order_timeout", "must be at least 5s"));
     }
+    if a.lease.get().as_secs() < 3 {
+        issues.push(Issue::error("acme.lease", "must be at least 3s"));
+    }
 }
 
 /// Every `[site.acme]`; whether any names dns-01.

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tlsgate_admin::metrics::RequestLabels;
 use tlsgate_config::ListenerConfig;
+use tlsgate_tls::acme_challenges::HTTP01_PREFIX;
 
 /// The redirect target for a request, or None without a usable Host.
 pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> {
@@ -22,6 +23,9 @@ pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> 
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     Some(format!("https://{host}{port}{path}"))
 }
+
+/// Longest wait for the cluster's store when another node may hold an HTTP-01 answer.
+const CHALLENGE_LOOKUP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Serves one plain-HTTP connection.
 pub async fn serve_redirect(
@@ -36,33 +40,42 @@ pub async fn serve_redirect(
     let metrics = gateway.metrics.clone();
     let acme = gateway.sessions.acme.clone();
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-        // ACME HTTP-01: a pending token's key authorization instead of the redirect.
-        let challenge = acme.http_answer(req.uri().path());
-        let response: Response<Body> = match location(&req, config.https_port) {
-            _ if challenge.is_some() => Response::builder()
-                .header(header::CONTENT_TYPE, "application/octet-stream")
-                .body(full(Bytes::from(challenge.unwrap_or_default())))
-                .expect("valid response"),
-            Some(loc) => Response::builder()
-                .status(status)
-                .header(header::LOCATION, loc)
-                .header(header::CONTENT_TYPE, "text/plain")
-                .body(full(Bytes::from_static(b"Moved to https\n")))
-                .expect("valid redirect"),
-            None => Response::builder()
-                .status(StatusCode::BAD_REQUEST)
-                .body(full(Bytes::from_static(b"400 Bad Request: Host header required\n")))
-                .expect("valid response"),
-        };
-        metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                site: "-",
-                status: response.status().as_u16(),
-                protocol: "h1",
-            })
-            .inc();
-        std::future::ready(Ok::<_, std::convert::Infallible>(response))
+        let (acme, metrics, config) = (acme.clone(), metrics.clone(), config.clone());
+        async move {
+            // ACME HTTP-01: a pending token's key authorization (this node's, or one another
+            // node of the cluster published) instead of the redirect.
+            let path = req.uri().path();
+            let challenge = if path.starts_with(HTTP01_PREFIX) {
+                acme.http_answer_anywhere(path, CHALLENGE_LOOKUP).await
+            } else {
+                None
+            };
+            let response: Response<Body> = match location(&req, config.https_port) {
+                _ if challenge.is_some() => Response::builder()
+                    .header(header::CONTENT_TYPE, "application/octet-stream")
+                    .body(full(Bytes::from(challenge.unwrap_or_default())))
+                    .expect("valid response"),
+                Some(loc) => Response::builder()
+                    .status(status)
+                    .header(header::LOCATION, loc)
+                    .header(header::CONTENT_TYPE, "text/plain")
+                    .body(full(Bytes::from_static(b"Moved to https\n")))
+                    .expect("valid redirect"),
+                None => Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .body(full(Bytes::from_static(b"400 Bad Request: Host header required\n")))
+                    .expect("valid response"),
+            };
+            metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    site: "-",
+                    status: response.status().as_u16(),
+                    protocol: "h1",
+                })
+                .inc();
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let mut b = hyper::server::conn::http1::Builder::new();
     b.timer(TokioTimer::new())

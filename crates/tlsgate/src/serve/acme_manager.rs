@@ -4,9 +4,16 @@
 //! the shared account, installs it without a restart, and backs off after failures (doubling
 //! from `retry_min` to `retry_max`, never sooner than the CA's `Retry-After`). Tasks for sites
 //! added by a reload start within seconds; a task whose site left the configuration ends.
+//!
+//! In a cluster with a shared store (`acme_cluster`), a certificate is ordered only by the node
+//! that holds its lease; the holder keeps it through its retries (renewing it in the background)
+//! and gives it up after [`LEASE_FAILURES`] failed orders in a row, so that another node may try.
+//! Every node installs a newer certificate it finds in the store, checked every
+//! [`CLUSTER_SYNC`].
 
 use crate::serve::acme::{self, CertSlot};
-use crate::serve::acme_metrics::{metrics, CertLabels, ChallengeLabels, OrderLabels};
+use crate::serve::acme_cluster::AcmeCluster;
+use crate::serve::acme_metrics::{metrics, CertLabels, ChallengeLabels, ClusterLabels, OrderLabels};
 use crate::serve::acme_solver::GatewaySolver;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -20,6 +27,10 @@ use tlsgate_proxy::Gateway;
 
 /// How often the manager looks for ACME sites a reload added.
 const RECONCILE: Duration = Duration::from_secs(2);
+/// In a cluster: how often a node looks for a certificate another node stored.
+const CLUSTER_SYNC: Duration = Duration::from_secs(30);
+/// In a cluster: failed orders in a row after which the lease holder lets another node try.
+const LEASE_FAILURES: u32 = 3;
 
 struct Shared {
     cfg: AcmeConfig,
@@ -30,17 +41,23 @@ struct Shared {
     /// One order at a time per process.
     ordering: tokio::sync::Mutex<()>,
     running: Mutex<HashSet<(String, String)>>,
+    /// Coordination with the other nodes, in a cluster with a shared store.
+    cluster: Option<Arc<AcmeCluster>>,
 }
 
 /// Starts the renewal manager on the current runtime when the configuration has `[acme]`.
-pub fn start(config: &tlsgate_config::Config, gateway: &std::sync::Arc<tlsgate_proxy::Gateway>) {
+pub fn start(
+    config: &tlsgate_config::Config,
+    gateway: &std::sync::Arc<tlsgate_proxy::Gateway>,
+    cluster: Option<Arc<AcmeCluster>>,
+) {
     if let Some(acme) = &config.acme {
-        spawn(acme.clone(), gateway.clone());
+        spawn(acme.clone(), gateway.clone(), cluster);
     }
 }
 
 /// Starts the manager on the current runtime.
-pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>) {
+pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>, cluster: Option<Arc<AcmeCluster>>) {
     let key = match acme::account_key(&cfg) {
         Ok(k) => Arc::new(k),
         Err(e) => {
@@ -51,6 +68,7 @@ pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>) {
     let solver = GatewaySolver {
         challenges: gateway.sessions.acme.clone(),
         dns_hook: cfg.dns_hook.clone(),
+        cluster: cluster.clone(),
     };
     let shared = Arc::new(Shared {
         cfg,
@@ -60,6 +78,7 @@ pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>) {
         account: Default::default(),
         ordering: Default::default(),
         running: Default::default(),
+        cluster,
     });
     tokio::spawn(async move {
         loop {
@@ -82,6 +101,8 @@ async fn run_slot(shared: Arc<Shared>, slot: CertSlot) {
     };
     let m = metrics();
     let mut failures: u32 = 0;
+    let mut lease: Option<Lease> = None;
+    let mut store_down_since: Option<std::time::Instant> = None;
     loop {
         let config = shared.gateway.current().config.clone();
         if !acme::slots(&config).contains(&slot) {
@@ -90,7 +111,13 @@ async fn run_slot(shared: Arc<Shared>, slot: CertSlot) {
                 .lock()
                 .expect("not poisoned")
                 .remove(&(slot.site.clone(), slot.key_type.clone()));
+            if let Some(l) = lease.take() {
+                l.release().await;
+            }
             return;
+        }
+        if let Some(cluster) = &shared.cluster {
+            adopt(&shared, cluster, &slot).await;
         }
         let now = tlsgate_acme::time::now();
         let facts = served_facts(&slot);
@@ -105,13 +132,61 @@ async fn run_slot(shared: Arc<Shared>, slot: CertSlot) {
         };
         m.renewal.get_or_create(&labels).set(due);
         if due > now {
-            let wait = Duration::from_secs((due - now) as u64).min(shared.cfg.check_interval.get());
+            let mut wait = Duration::from_secs((due - now) as u64).min(shared.cfg.check_interval.get());
+            if shared.cluster.is_some() {
+                wait = wait.min(CLUSTER_SYNC);
+            }
             tokio::time::sleep(wait).await;
             continue;
         }
+        // In a cluster, only the lease holder orders; the others wait for its certificate.
+        if let (Some(cluster), None) = (&shared.cluster, &lease) {
+            match Lease::take(cluster, &slot, shared.cfg.lease.get()).await {
+                Ok(Some(held)) => lease = Some(held),
+                Ok(None) => {
+                    cluster_event("lease_busy");
+                    tracing::debug!(
+                        site = slot.site,
+                        key_type = slot.key_type,
+                        "another node orders this certificate"
+                    );
+                    tokio::time::sleep(shared.cfg.lease.get() / 3).await;
+                    continue;
+                }
+                Err(e) => {
+                    // The store may be connecting (start-up) or briefly gone: wait up to one
+                    // lease for it before ordering alone (better one order too many than none).
+                    let since = *store_down_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() < shared.cfg.lease.get() {
+                        tracing::debug!(site = slot.site, error = %e, "cluster store unavailable; waiting for it before ordering");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                    cluster_event("store_unavailable");
+                    tracing::warn!(site = slot.site, key_type = slot.key_type, error = %e, "cluster store unavailable for {:?}: ordering without the cluster's lease", since.elapsed());
+                }
+            }
+            if lease.is_some() {
+                store_down_since = None;
+            }
+        }
         let replaces = facts.filter(|_| issued).and_then(|f| f.ari_id);
         match order(&shared, &slot, &config, replaces).await {
-            Ok(generation) => {
+            Ok((generation, chain_pem, key_pem)) => {
+                if let Some(cluster) = &shared.cluster {
+                    match cluster
+                        .publish_certificate(&slot.site, &slot.key_type, &chain_pem, &key_pem)
+                        .await
+                    {
+                        Ok(()) => cluster_event("published"),
+                        Err(e) => {
+                            tracing::warn!(site = slot.site, key_type = slot.key_type, error = %e, "the new certificate could not be stored for the other nodes; they will order their own")
+                        }
+                    }
+                }
+                if let Some(l) = lease.take() {
+                    l.release().await;
+                }
                 failures = 0;
                 m.failures.get_or_create(&labels).set(0);
                 m.orders.get_or_create(&order_labels(&slot, "issued")).inc();
@@ -126,6 +201,12 @@ async fn run_slot(shared: Arc<Shared>, slot: CertSlot) {
                 failures = failures.saturating_add(1);
                 m.failures.get_or_create(&labels).set(i64::from(failures));
                 m.orders.get_or_create(&order_labels(&slot, kind)).inc();
+                if failures >= LEASE_FAILURES {
+                    // Let another node try (its path to the CA or its DNS hook may work).
+                    if let Some(l) = lease.take() {
+                        l.release().await;
+                    }
+                }
                 let wait = backoff(&shared.cfg, failures, retry_after);
                 m.renewal
                     .get_or_create(&labels)
@@ -140,6 +221,109 @@ async fn run_slot(shared: Arc<Shared>, slot: CertSlot) {
                 );
                 tokio::time::sleep(wait).await;
             }
+        }
+    }
+}
+
+fn cluster_event(event: &'static str) {
+    metrics().cluster.get_or_create(&ClusterLabels { event }).inc();
+}
+
+/// A certificate slot's lease in the cluster's store, renewed in the background while held.
+struct Lease {
+    cluster: Arc<AcmeCluster>,
+    site: String,
+    key_type: String,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Lease {
+    /// Takes the lease for `ttl` (renewed every third of it); `None` when another node holds it.
+    async fn take(
+        cluster: &Arc<AcmeCluster>,
+        slot: &CertSlot,
+        ttl: Duration,
+    ) -> Result<Option<Self>, tlsgate_cluster::backend::StoreError> {
+        if !cluster.acquire(&slot.site, &slot.key_type, ttl).await? {
+            return Ok(None);
+        }
+        cluster_event("lease_acquired");
+        tracing::info!(
+            site = slot.site,
+            key_type = slot.key_type,
+            "ACME lease taken: this node orders the certificate"
+        );
+        let (c, site, key_type) = (cluster.clone(), slot.site.clone(), slot.key_type.clone());
+        let renewer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                match c.renew(&site, &key_type, ttl).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(site, key_type, "ACME lease lost (it lapsed and another node took it)");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(site, key_type, error = %e, "ACME lease not renewed (store unavailable)"),
+                }
+            }
+        });
+        Ok(Some(Self {
+            cluster: cluster.clone(),
+            site: slot.site.clone(),
+            key_type: slot.key_type.clone(),
+            renewer,
+        }))
+    }
+
+    /// Stops renewing and gives the lease up.
+    async fn release(self) {
+        self.renewer.abort();
+        self.cluster.release(&self.site, &self.key_type).await;
+        cluster_event("lease_released");
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+/// Installs the certificate another node stored for `slot` when it is newer than the one served
+/// (a placeholder, or an older notBefore).
+async fn adopt(shared: &Shared, cluster: &AcmeCluster, slot: &CertSlot) {
+    let stored = match cluster.certificate(&slot.site, &slot.key_type).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::debug!(site = slot.site, error = %e, "cluster store unavailable: no shared certificate check");
+            return;
+        }
+    };
+    let leaf = boring::x509::X509::from_pem(&stored.0)
+        .ok()
+        .and_then(|c| c.to_der().ok())
+        .and_then(|der| ari::facts(&der).ok());
+    let Some(theirs) = leaf else { return };
+    let newer = match served_facts(slot) {
+        Some(ours) if slot.issued() && !ours.self_signed => theirs.not_before > ours.not_before,
+        _ => true,
+    };
+    if !newer || theirs.not_after <= tlsgate_acme::time::now() {
+        return;
+    }
+    match acme::install(&shared.gateway, slot, &stored.0, &stored.1) {
+        Ok(generation) => {
+            cluster_event("adopted");
+            tracing::info!(
+                site = slot.site,
+                key_type = slot.key_type,
+                generation,
+                "ACME certificate from another node of the cluster installed"
+            );
+        }
+        Err(e) => {
+            tracing::warn!(site = slot.site, key_type = slot.key_type, error = %e, "the certificate another node stored could not be installed")
         }
     }
 }
@@ -235,12 +419,13 @@ async fn account(shared: &Shared) -> Result<Arc<Account>, AcmeError> {
 
 type OrderFailure = (&'static str, String, Option<u64>);
 
+/// Orders, installs, and returns the new generation with the chain and key PEM installed.
 async fn order(
     shared: &Shared,
     slot: &CertSlot,
     config: &Config,
     replaces: Option<String>,
-) -> Result<u64, OrderFailure> {
+) -> Result<(u64, Vec<u8>, Vec<u8>), OrderFailure> {
     let fail = |e: &dyn Classify| (e.kind(), e.to_string(), None);
     let _one = shared.ordering.lock().await;
     let account = match account(shared).await {
@@ -284,7 +469,8 @@ async fn order(
             return Err((e.kind(), e.to_string(), e.retry_after()));
         }
     };
-    acme::install(&shared.gateway, slot, &issued.chain_pem, &issued.key_pem).map_err(|e| fail(&e))
+    let generation = acme::install(&shared.gateway, slot, &issued.chain_pem, &issued.key_pem).map_err(|e| fail(&e))?;
+    Ok((generation, issued.chain_pem, issued.key_pem))
 }
 
 fn challenge_kind(name: &str) -> Option<ChallengeKind> {

@@ -35,6 +35,15 @@ pub struct OrderLabels {
     pub result: String,
 }
 
+/// A cluster coordination event.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// `lease_acquired`, `lease_busy` (another node orders), `lease_released`,
+    /// `published` (an issued certificate stored for the others), `adopted` (another node's
+    /// certificate installed), `store_unavailable` (ordered alone).
+    pub event: &'static str,
+}
+
 /// The ACME metric families.
 #[derive(Default)]
 pub struct AcmeMetrics {
@@ -52,6 +61,8 @@ pub struct AcmeMetrics {
     pub bad_nonces: Counter,
     /// Validation requests answered by this gateway (copied from the responders after each order).
     pub answered: Family<ChallengeLabels, Gauge>,
+    /// Cluster coordination (lease, shared certificates) by event.
+    pub cluster: Family<ClusterLabels, Counter>,
 }
 
 /// The process's ACME metrics.
@@ -92,6 +103,11 @@ pub fn register(registry: &mut Registry) {
         "acme_challenges_answered",
         "CA validation requests this gateway answered (HTTP-01 on the redirect listener, TLS-ALPN-01 on the TLS listener)",
         m.answered.clone(),
+    );
+    registry.register(
+        "acme_cluster_events",
+        "ACME coordination through the cluster's store: lease_acquired, lease_busy, lease_released, published, adopted, store_unavailable",
+        m.cluster.clone(),
     );
     registry.register(
         "acme_bad_nonces",

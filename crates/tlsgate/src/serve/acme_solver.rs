@@ -17,6 +17,8 @@ pub struct GatewaySolver {
     pub challenges: Arc<AcmeChallenges>,
     /// `acme.dns_hook`.
     pub dns_hook: Option<PathBuf>,
+    /// In a cluster: where the answers are published for the other nodes.
+    pub cluster: Option<Arc<crate::serve::acme_cluster::AcmeCluster>>,
 }
 
 impl GatewaySolver {
@@ -50,6 +52,15 @@ impl GatewaySolver {
     }
 }
 
+/// The name under which another node looks a challenge up (DNS-01 needs no node to answer).
+fn shared_name(kind: ChallengeKind, name: &str, token: &str) -> Option<String> {
+    match kind {
+        ChallengeKind::Http01 => Some(format!("http:{token}")),
+        ChallengeKind::TlsAlpn01 => Some(format!("alpn:{}", name.to_ascii_lowercase())),
+        ChallengeKind::Dns01 => None,
+    }
+}
+
 impl Solver for GatewaySolver {
     async fn present(
         &self,
@@ -66,10 +77,17 @@ impl Solver for GatewaySolver {
             }
             ChallengeKind::Dns01 => self.dns_hook("set", name, key_authorization).await?,
         }
+        // The CA's validation may reach another node: publish before the CA is told to look.
+        if let (Some(cluster), Some(what)) = (&self.cluster, shared_name(kind, name, token)) {
+            cluster.publish_challenge(&what, Some(key_authorization)).await;
+        }
         Ok(())
     }
 
     async fn cleanup(&self, kind: ChallengeKind, name: &str, token: &str, key_authorization: &str) {
+        if let (Some(cluster), Some(what)) = (&self.cluster, shared_name(kind, name, token)) {
+            cluster.publish_challenge(&what, None).await;
+        }
         match kind {
             ChallengeKind::Http01 => self.challenges.remove_http(token),
             ChallengeKind::TlsAlpn01 => self.challenges.remove_alpn(name),
