@@ -277,6 +277,8 @@ pub struct Metrics {
     pub bytes_out: Counter,
     /// Config reloads.
     pub reloads: Family<ResultLabels, Counter>,
+    /// Certificate files changed on disk and installed (or refused) without a reload.
+    pub certificate_reloads: Family<ResultLabels, Counter>,
     /// Writes to clients by TLS record-size phase.
     pub record_writes: Family<RecordLabels, Counter>,
     /// Connections whose SYN carried data accepted by TCP Fast Open.
@@ -457,6 +459,12 @@ impl Metrics {
         );
         let reloads = Family::default();
         registry.register("config_reloads", "Configuration reload attempts", reloads.clone());
+        let certificate_reloads = Family::default();
+        registry.register(
+            "certificate_reloads",
+            "Certificate files changed on disk, installed (ok) or refused (error) without a reload",
+            certificate_reloads.clone(),
+        );
         let record_writes = Family::default();
         registry.register(
             "tls_record_writes",
@@ -525,6 +533,7 @@ impl Metrics {
             bytes_in,
             bytes_out,
             reloads,
+            certificate_reloads,
             record_writes,
             tfo_accepted,
             proxy_protocol,

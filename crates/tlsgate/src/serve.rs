@@ -10,6 +10,7 @@ mod acme_manager;
 mod acme_metrics;
 mod acme_solver;
 mod admin_api;
+mod cert_watch;
 mod channel;
 mod control_plane;
 mod handover;
@@ -495,6 +496,7 @@ async fn control_loop(
     tokio::spawn(crate::ech_rotate::run(gateway.clone()));
     tokio::spawn(tlsgate_proxy::downstream::stapling::run(gateway.clone()));
     tokio::spawn(tlsgate_proxy::downstream::delegation::run(gateway.clone()));
+    tokio::spawn(cert_watch::run(gateway.clone(), metrics.clone()));
     let (mut hup, mut term, mut int, mut usr1, mut usr2) = match (
         signal(SignalKind::hangup()),
         signal(SignalKind::terminate()),

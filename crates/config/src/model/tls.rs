@@ -43,6 +43,9 @@ pub struct TlsConfig {
     pub session_cache: SessionCacheConfig,
     /// Session tickets (TLS 1.2 tickets and TLS 1.3 PSK tickets).
     pub tickets: TicketConfig,
+    /// How often the certificate, key and OCSP files are checked for changes; a change is
+    /// installed without a reload once the new chain verifies against its key. `0s`: never.
+    pub certificate_poll: Duration,
 }
 
 impl Default for TlsConfig {
@@ -62,6 +65,7 @@ impl Default for TlsConfig {
             cert_compression: true,
             session_cache: SessionCacheConfig::default(),
             tickets: TicketConfig::default(),
+            certificate_poll: Duration::from_secs(10),
         }
     }
 }
