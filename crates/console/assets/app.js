@@ -93,9 +93,17 @@ function renderOverview(o) {
     const days = (c.not_after - now) / 86400;
     const expiry = days < 0 ? `<span class="bad">expired</span>` : days < 21 ? `<span class="warn">${fmtNum(days)} d</span>` : `${fmtNum(days)} d`;
     const staple = c.staple_present === null ? "not stapled" : c.staple_present ? '<span class="ok">stapled</span>' : '<span class="warn">none</span>';
+    let acme = "–";
+    if (c.acme) {
+      const renew = (c.acme.renewal_at - now) / 86400;
+      const next = renew <= 0 ? "now" : renew < 1 ? `in ${fmtNum(renew * 24)} h` : `in ${fmtNum(renew)} d`;
+      acme = !c.acme.issued ? '<span class="warn">placeholder</span>' : '<span class="ok">issued</span>';
+      acme += c.acme.failures > 0 ? ` · <span class="bad">${fmtNum(c.acme.failures)} failed, retry ${next}</span>` : ` · renews ${next}`;
+    }
+    const dc = c.delegated_credential_expiry === null ? "–" : `${fmtNum((c.delegated_credential_expiry - now) / 3600)} h`;
     return `<tr><td>${esc(c.site)}</td><td>${esc(c.cert)}</td><td>${esc(n.node_id)}</td><td>${expiry}</td><td>${fmtNum(c.chain_bytes)}</td><td>${staple}</td>
-     <td>${c.staple_age_s === null ? "–" : fmtNum(c.staple_age_s / 3600) + " h"}</td></tr>`;
-  })).join("") || `<tr><td colspan="7" class="hint">no certificates reported</td></tr>`;
+     <td>${c.staple_age_s === null ? "–" : fmtNum(c.staple_age_s / 3600) + " h"}</td><td>${acme}</td><td>${dc}</td></tr>`;
+  })).join("") || `<tr><td colspan="9" class="hint">no certificates reported</td></tr>`;
 
   $("#sessions-table tbody").innerHTML = o.nodes.map((n) => {
     const s = (n.figures || {}).session_cache || {};

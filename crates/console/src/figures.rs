@@ -89,6 +89,31 @@ pub struct CertificateFigures {
     pub staple_present: Option<bool>,
     /// Seconds since the staple's thisUpdate.
     pub staple_age_s: Option<f64>,
+    /// For a certificate the gateway obtains itself (ACME): its renewal state.
+    pub acme: Option<AcmeFigures>,
+    /// For a keyless certificate with delegated credentials: the credential's expiry (Unix
+    /// seconds; `None` while none is held).
+    pub delegated_credential_expiry: Option<f64>,
+}
+
+/// An ACME certificate's renewal state, from `tlsgate_acme_*`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AcmeFigures {
+    /// The CA's certificate is served (false: the placeholder).
+    pub issued: bool,
+    /// When the next renewal attempt is planned (Unix seconds).
+    pub renewal_at: f64,
+    /// Failed orders since the last success.
+    pub failures: f64,
+}
+
+/// The ACME `key_type` label of a served certificate's `cert` label (`ecdsa_p256` → `ecdsa`).
+fn acme_key_type(cert: &str) -> &str {
+    if cert.starts_with("ecdsa") {
+        "ecdsa"
+    } else {
+        cert
+    }
 }
 
 /// One key server as one node sees it.
@@ -194,10 +219,28 @@ pub fn compute(prev: Option<&Scrape>, cur: &Scrape, secs: f64) -> Figures {
                 .map_or(0.0, |b| b.value),
             staple_present: staple.map(|s| s.present),
             staple_age_s: staple.and_then(|s| s.age_s),
+            acme: acme_figures(cur, site, acme_key_type(cert)),
+            delegated_credential_expiry: cur
+                .select(
+                    "tlsgate_delegated_credential_expiry_seconds",
+                    &[("site", site), ("cert", cert)],
+                )
+                .next()
+                .map(|d| d.value),
         });
     }
     f.keyservers = keyservers(prev, cur, secs);
     f
+}
+
+fn acme_figures(cur: &Scrape, site: &str, key_type: &str) -> Option<AcmeFigures> {
+    let filter = [("site", site), ("key_type", key_type)];
+    let issued = cur.select("tlsgate_acme_certificate_issued", &filter).next()?;
+    Some(AcmeFigures {
+        issued: issued.value > 0.0,
+        renewal_at: cur.sum("tlsgate_acme_renewal_timestamp_seconds", &filter),
+        failures: cur.sum("tlsgate_acme_consecutive_failures", &filter),
+    })
 }
 
 fn session_cache(prev: Option<&Scrape>, cur: &Scrape) -> SessionCache {
@@ -307,5 +350,26 @@ mod tests {
         assert_eq!(f.control["control_version_applied"], 3.0);
         let k = &f.keyservers[0];
         assert_eq!((k.ops_per_s, k.errors_per_s, k.drained), (2.0, 1.0, true));
+    }
+
+    #[test]
+    fn certificates_carry_their_acme_state_and_delegated_credential() {
+        let cur = Scrape::parse(
+            "tlsgate_certificate_not_after_seconds{site=\"a\",cert=\"ecdsa_p256\"} 2000000000\n\
+             tlsgate_certificate_not_after_seconds{site=\"b\",cert=\"rsa\"} 2000000000\n\
+             tlsgate_acme_certificate_issued{site=\"a\",key_type=\"ecdsa\"} 1\n\
+             tlsgate_acme_renewal_timestamp_seconds{site=\"a\",key_type=\"ecdsa\"} 1900000000\n\
+             tlsgate_acme_consecutive_failures{site=\"a\",key_type=\"ecdsa\"} 2\n\
+             tlsgate_delegated_credential_expiry_seconds{site=\"b\",cert=\"rsa\"} 1800000000\n",
+        );
+        let f = compute(None, &cur, 1.0);
+        let a = f.certificates.iter().find(|c| c.site == "a").unwrap();
+        let acme = a.acme.as_ref().expect("ACME state");
+        assert!(acme.issued);
+        assert_eq!((acme.renewal_at, acme.failures), (1_900_000_000.0, 2.0));
+        assert_eq!(a.delegated_credential_expiry, None);
+        let b = f.certificates.iter().find(|c| c.site == "b").unwrap();
+        assert!(b.acme.is_none(), "not an ACME certificate");
+        assert_eq!(b.delegated_credential_expiry, Some(1_800_000_000.0));
     }
 }

@@ -417,6 +417,15 @@ fn browser_login_drain_add_and_roll_back_through_the_ui() {
     for view in ["certificates", "sessions"] {
         b.eval(&format!("location.hash = '#{view}'; true"));
         b.wait_js(&format!("!document.querySelector('#view-{view}').hidden"), view);
+        if view == "certificates" {
+            // Both nodes' two certificates, each row with its ACME and delegated-credential
+            // columns ("–": neither applies here).
+            b.wait_js(
+                "(() => { const rows = [...document.querySelectorAll('#certs-table tbody tr')]; \
+                 return rows.length === 4 && rows.every((r) => r.cells.length === 9 && r.cells[7].textContent === '–'); })()",
+                "the certificates table with its ACME and delegated-credential columns",
+            );
+        }
         std::thread::sleep(Duration::from_millis(300));
         b.screenshot(view);
     }
