@@ -70,6 +70,9 @@ pub struct OrderRequest {
     pub poll_interval: Duration,
     /// The longest the whole order may take.
     pub deadline: Duration,
+    /// A CSR (DER) made elsewhere: a key server's, for a keyless certificate whose key never
+    /// leaves it. No key is made here then, and [`Issued::key_pem`] is empty.
+    pub csr: Option<Vec<u8>>,
 }
 
 /// An issued certificate.
@@ -77,7 +80,7 @@ pub struct OrderRequest {
 pub struct Issued {
     /// The PEM chain as the CA sent it (leaf first).
     pub chain_pem: Vec<u8>,
-    /// The new private key, PKCS#8 PEM.
+    /// The new private key, PKCS#8 PEM (empty when the CSR came from elsewhere).
     pub key_pem: Vec<u8>,
 }
 
@@ -119,9 +122,15 @@ pub async fn issue<S: Solver>(account: &Account, solver: &S, req: &OrderRequest)
     }
     result?;
     let order = poll_order(account, &order_url, req, started, &["ready", "valid"]).await?;
-    let key = generate_key(req.key)?;
+    let (der, key) = match &req.csr {
+        Some(csr) => (csr.clone(), None),
+        None => {
+            let key = generate_key(req.key)?;
+            (csr_der(&req.names, &key)?, Some(key))
+        }
+    };
     let order = if order.status == "ready" {
-        let csr = crate::b64::encode(&csr_der(&req.names, &key)?);
+        let csr = crate::b64::encode(&der);
         account.post(&order.finalize, Some(&json!({ "csr": csr }))).await?;
         poll_order(account, &order_url, req, started, &["valid"]).await?
     } else {
@@ -133,7 +142,10 @@ pub async fn issue<S: Solver>(account: &Account, solver: &S, req: &OrderRequest)
     let resp = account.post(&cert_url, None).await?;
     Ok(Issued {
         chain_pem: resp.body.to_vec(),
-        key_pem: key.private_key_to_pem_pkcs8()?,
+        key_pem: match key {
+            Some(key) => key.private_key_to_pem_pkcs8()?,
+            None => Vec::new(),
+        },
     })
 }
 

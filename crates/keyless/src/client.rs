@@ -203,12 +203,22 @@ impl Client {
         self.call(request, key_id).await
     }
 
+    /// Asks a key server to create a key and answer a CSR for it (`payload`: a
+    /// `crate::new_key` request). Not retried: a retry could leave a second key behind.
+    pub async fn new_key(self: Arc<Self>, payload: Vec<u8>) -> Result<Vec<u8>, SignError> {
+        self.call(Request::NewKey(payload), [0; 32]).await
+    }
+
     /// Sends `request` (about `key_id`) to some key server, retrying elsewhere on failure.
     async fn call(self: Arc<Self>, request: Request, key_id: KeyId) -> Result<Vec<u8>, SignError> {
         let started = Instant::now();
         let m = metrics();
         let timeout = self.settings.request_timeout;
-        let attempts = 1 + self.settings.retries;
+        let attempts = if matches!(request, Request::NewKey(_)) {
+            1
+        } else {
+            1 + self.settings.retries
+        };
         let mut tried: Vec<Arc<ServerState>> = Vec::new();
         let mut last = SignError::NoServer;
         for attempt in 0..attempts {
@@ -242,7 +252,7 @@ impl Client {
                 server.hot.attempt_duration.observe(sent.elapsed().as_secs_f64());
             }
             let failed = match answer {
-                Ok(Ok(Response::Signature(sig))) => {
+                Ok(Ok(Response::Signature(sig) | Response::Created(sig))) => {
                     server.success();
                     count(&server, "ok");
                     m.sign_duration.observe(started.elapsed().as_secs_f64());

@@ -32,8 +32,10 @@ mod op {
     pub const SIGN: u8 = 0x01;
     pub const PING: u8 = 0x02;
     pub const DELEGATE: u8 = 0x03;
+    pub const NEW_KEY: u8 = 0x04;
     pub const SIGNATURE: u8 = 0xF0;
     pub const PONG: u8 = 0xF1;
+    pub const CREATED: u8 = 0xF2;
     pub const ERROR: u8 = 0xFF;
 }
 
@@ -66,6 +68,10 @@ pub enum Request {
         /// The credential signing input.
         payload: Vec<u8>,
     },
+    /// Create a new private key on the key server and answer a CSR for it (a keyless
+    /// certificate obtained through ACME): the payload names the key type and the DNS names
+    /// (`crate::new_key`). The key never leaves the key server.
+    NewKey(Vec<u8>),
 }
 
 /// What the key server answers.
@@ -75,6 +81,8 @@ pub enum Response {
     Signature(Vec<u8>),
     /// Answer to a ping, echoing its payload.
     Pong(Vec<u8>),
+    /// Answer to a new-key request: the CSR (DER) signed by the new key.
+    Created(Vec<u8>),
     /// The request failed.
     Error(ErrorCode),
 }
@@ -356,6 +364,7 @@ pub fn decode_request(buf: &[u8]) -> Result<Decoded<Request>, FrameError> {
                 })
             }
             op::PING => Ok(Request::Ping(items.payload.unwrap_or_default().to_vec())),
+            op::NEW_KEY => Ok(Request::NewKey(items.payload.ok_or("missing payload")?.to_vec())),
             _ => Err("unknown request opcode"),
         }
     };
@@ -375,6 +384,7 @@ pub fn decode_response(buf: &[u8]) -> Result<Decoded<Response>, FrameError> {
         match one_byte(items.opcode, "missing opcode")? {
             op::SIGNATURE => Ok(Response::Signature(items.payload.ok_or("missing payload")?.to_vec())),
             op::PONG => Ok(Response::Pong(items.payload.unwrap_or_default().to_vec())),
+            op::CREATED => Ok(Response::Created(items.payload.ok_or("missing payload")?.to_vec())),
             op::ERROR => Ok(Response::Error(ErrorCode::from_u8(one_byte(
                 items.error,
                 "missing error code",
@@ -452,6 +462,10 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, req: &Request) -> Result<(), T
             item(out, tag::OPCODE, &[op::PING])?;
             item(out, tag::PAYLOAD, payload)
         }
+        Request::NewKey(payload) => {
+            item(out, tag::OPCODE, &[op::NEW_KEY])?;
+            item(out, tag::PAYLOAD, payload)
+        }
     })
 }
 
@@ -464,6 +478,10 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, resp: &Response) -> Result<()
         }
         Response::Pong(payload) => {
             item(out, tag::OPCODE, &[op::PONG])?;
+            item(out, tag::PAYLOAD, payload)
+        }
+        Response::Created(payload) => {
+            item(out, tag::OPCODE, &[op::CREATED])?;
             item(out, tag::PAYLOAD, payload)
         }
         Response::Error(code) => {

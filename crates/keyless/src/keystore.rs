@@ -40,6 +40,9 @@ pub struct Key {
     pub signer: Box<dyn Signer>,
     /// Where it came from.
     pub path: PathBuf,
+    /// For a key this server created for a gateway (`created_keys`): that gateway's identity,
+    /// which may always use it.
+    pub creator: Option<String>,
 }
 
 /// The key id of a public (or private) key.
@@ -145,18 +148,19 @@ impl KeyStore {
                 for file in entries {
                     let text = std::fs::read(&file).map_err(read_error(&file))?;
                     if text.windows(11).any(|w| w == b"PRIVATE KEY") {
-                        store.add(&file, &text)?;
+                        store.add_file(&file, &text, None)?;
                     }
                 }
             } else {
                 let text = std::fs::read(path).map_err(read_error(path))?;
-                store.add(path, &text)?;
+                store.add_file(path, &text, None)?;
             }
         }
         Ok(store)
     }
 
-    fn add(&mut self, path: &Path, pem: &[u8]) -> Result<(), KeyStoreError> {
+    /// Adds the PEM private key read from `path` (created for `creator`, if any).
+    pub fn add_file(&mut self, path: &Path, pem: &[u8], creator: Option<String>) -> Result<Arc<Key>, KeyStoreError> {
         let path_buf = || path.to_path_buf();
         let pkey = PKey::private_key_from_pem(pem).map_err(|source| KeyStoreError::NotAKey {
             path: path_buf(),
@@ -187,9 +191,16 @@ impl KeyStore {
             kind,
             signer: Box::new(LocalKey::new(pkey)),
             path: path.to_path_buf(),
+            creator,
         };
-        self.keys.insert(id, Arc::new(key));
-        Ok(())
+        let key = Arc::new(key);
+        self.keys.insert(id, key.clone());
+        Ok(key)
+    }
+
+    /// Adds a key made elsewhere (`created_keys::create`).
+    pub fn insert(&mut self, key: Arc<Key>) {
+        self.keys.insert(key.id, key);
     }
 
     /// The key with this id.

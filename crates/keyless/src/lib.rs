@@ -1,11 +1,11 @@
 //! Keyless TLS: private keys live on key servers; gateways send them what to sign.
 //!
-//! - [`codec`]: the wire format (docs/KEYLESS-PROTOCOL.md), and [`signing_input`]: the only
-//!   messages a key server signs; no I/O, fuzzed. Always built; the rest needs the `net` feature
+//! - [`codec`]: the wire format (docs/KEYLESS-PROTOCOL.md), [`signing_input`]: the only
+//!   messages a key server signs, and [`new_key`]: what a new-key request may ask; no I/O, fuzzed. Always built; the rest needs the `net` feature
 //!   (default), which brings tokio and BoringSSL.
 //! - Key server (`tlsgate keyserver`): [`server_config`], [`keystore`], [`permissions`],
 //!   [`signer_pool`], [`server`], [`server_metrics`], [`delegation`] (what it checks before
-//!   issuing a delegated credential).
+//!   issuing a delegated credential), [`created_keys`] (keys made for gateways' ACME orders).
 //! - Gateway side, from the top down: [`remote`] ([`remote::RemoteKey`], a `KeyBackend`),
 //!   [`pools`] (runtime membership and its admin API), [`client`] (key-server pool: weighted
 //!   choice, drain, retry), [`client_server`] (one key server: connection slots, circuit
@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod new_key;
 pub mod signing_input;
 
 #[cfg(feature = "net")]
@@ -30,6 +31,8 @@ pub mod client_error;
 pub mod client_metrics;
 #[cfg(feature = "net")]
 pub mod client_server;
+#[cfg(feature = "net")]
+pub mod created_keys;
 #[cfg(feature = "net")]
 pub mod delegation;
 #[cfg(feature = "net")]

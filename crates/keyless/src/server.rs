@@ -41,7 +41,14 @@ const BACKLOG_RESUME: usize = 64 * 1024;
 const REFUSALS_LOGGED: u32 = 3;
 
 struct Shared {
-    keys: KeyStore,
+    /// Loaded keys; written only when a key is created for a gateway.
+    keys: parking_lot::RwLock<KeyStore>,
+    /// `[new_keys]`, when keys may be created.
+    new_keys: Option<crate::server_config::NewKeysConfig>,
+    /// Since start, for [`rescan_created`]'s pace.
+    started: Instant,
+    /// When `[new_keys] dir` was last read again (milliseconds since `started`; 0: never).
+    last_rescan_ms: std::sync::atomic::AtomicU64,
     acceptor: SslAcceptor,
     allowed: Vec<String>,
     permissions: Permissions,
@@ -116,8 +123,12 @@ impl Classify for ServerError {
 
 /// Loads everything, binds, and serves until SIGTERM or SIGINT.
 pub fn run(config: KeyServerConfig) -> Result<(), ServerError> {
-    let keys = KeyStore::load(&config.keys)?;
-    if keys.is_empty() {
+    let mut keys = KeyStore::load(&config.keys)?;
+    if let Some(n) = &config.new_keys {
+        let created = crate::created_keys::load(&n.dir, &mut keys)?;
+        tracing::info!(dir = %n.dir.display(), created, "keys created for gateways loaded");
+    }
+    if keys.is_empty() && config.new_keys.is_none() {
         return Err(ServerError::NoKeys);
     }
     for k in keys.iter() {
@@ -140,7 +151,10 @@ pub fn run(config: KeyServerConfig) -> Result<(), ServerError> {
         source,
     })?;
     let shared = Arc::new(Shared {
-        keys,
+        keys: parking_lot::RwLock::new(keys),
+        new_keys: config.new_keys.clone(),
+        started: Instant::now(),
+        last_rescan_ms: Default::default(),
         acceptor,
         allowed: config.allowed_clients.clone(),
         permissions,
@@ -332,7 +346,7 @@ fn refuse(tx: &CountedSender, id: u32, s: &Shared, conn: &mut Conn, key: &str, r
     answer(tx, id, Response::Error(ErrorCode::Refused));
 }
 
-fn dispatch(id: u32, req: Request, tx: &CountedSender, s: &Shared, conn: &mut Conn) {
+fn dispatch(id: u32, req: Request, tx: &CountedSender, s: &Arc<Shared>, conn: &mut Conn) {
     match req {
         Request::Ping(payload) => {
             s.metrics.pings.inc();
@@ -348,7 +362,91 @@ fn dispatch(id: u32, req: Request, tx: &CountedSender, s: &Shared, conn: &mut Co
             algorithm,
             payload,
         } => submit(id, key_id, algorithm, payload, true, tx, s, conn),
+        Request::NewKey(payload) => new_key(id, &payload, tx, s, conn),
     }
+}
+
+/// An unknown key may have been created by another key server sharing `[new_keys] dir`:
+/// the directory is read again (at most once a second) and the key looked up once more.
+fn rescan_created(s: &Shared, key_id: &KeyId) -> Option<Arc<crate::keystore::Key>> {
+    let cfg = s.new_keys.as_ref()?;
+    let now = s.started.elapsed().as_millis() as u64;
+    let last = s.last_rescan_ms.load(std::sync::atomic::Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < 1000 {
+        return None;
+    }
+    s.last_rescan_ms.store(now.max(1), std::sync::atomic::Ordering::Relaxed);
+    let mut fresh = KeyStore::default();
+    if let Err(e) = crate::created_keys::load(&cfg.dir, &mut fresh) {
+        tracing::warn!(error = %e, "reading [new_keys] dir again failed");
+        return None;
+    }
+    let key = fresh.get(key_id)?;
+    tracing::info!(key_id = %hex(key_id), path = %key.path.display(), "key created by another key server loaded");
+    s.keys.write().insert(key.clone());
+    Some(key)
+}
+
+/// Creates a key and answers its CSR (`created_keys`), off the I/O threads.
+fn new_key(id: u32, payload: &[u8], tx: &CountedSender, s: &Arc<Shared>, conn: &mut Conn) {
+    let Some(cfg) = s.new_keys.clone() else {
+        return refuse(
+            tx,
+            id,
+            s,
+            conn,
+            "-",
+            "new_keys_disabled",
+            "this key server creates no keys ([new_keys])",
+        );
+    };
+    let req = match crate::new_key::parse(payload) {
+        Ok(r) => r,
+        Err(e) => return refuse(tx, id, s, conn, "-", e.reason(), &e.to_string()),
+    };
+    let Some(creator) = crate::created_keys::creator(&conn.ids).map(str::to_string) else {
+        return refuse(
+            tx,
+            id,
+            s,
+            conn,
+            "-",
+            "not_permitted",
+            "a client without identity creates no keys",
+        );
+    };
+    let owned = s
+        .keys
+        .read()
+        .iter()
+        .filter(|k| k.creator.as_deref() == Some(creator.as_str()))
+        .count();
+    if owned >= cfg.max_per_client {
+        let why = format!("{creator} already has {owned} created keys ([new_keys] max_per_client)");
+        return refuse(tx, id, s, conn, "-", "new_key_limit", &why);
+    }
+    let (tx, s) = (tx.clone(), s.clone());
+    tokio::spawn(async move {
+        let made = tokio::task::spawn_blocking(move || crate::created_keys::create(&cfg.dir, &req, &creator)).await;
+        let resp = match made {
+            Ok(Ok((key, csr))) => {
+                tracing::info!(key_id = %hex(&key.id), creator = key.creator.as_deref().unwrap_or("-"), path = %key.path.display(), "key created for a gateway");
+                s.metrics.created.inc();
+                s.keys.write().insert(key);
+                Response::Created(csr)
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "creating a key failed");
+                s.metrics.error("internal");
+                Response::Error(ErrorCode::Internal)
+            }
+            Err(_) => {
+                s.metrics.error("internal");
+                Response::Error(ErrorCode::Internal)
+            }
+        };
+        answer(&tx, id, resp);
+    });
 }
 
 /// Checks a sign or delegate request (key, permission, algorithm, what is signed) and queues it.
@@ -363,12 +461,14 @@ fn submit(
     s: &Shared,
     conn: &mut Conn,
 ) {
-    let Some(key) = s.keys.get(&key_id) else {
+    let found = s.keys.read().get(&key_id).or_else(|| rescan_created(s, &key_id));
+    let Some(key) = found else {
         tracing::warn!(peer = %conn.peer, key_id = %hex(&key_id), "request for an unknown key id");
         s.metrics.error("unknown_key");
         return answer(tx, id, Response::Error(ErrorCode::UnknownKey));
     };
-    if !conn.access.allows(&key_id) {
+    let created_for_it = key.creator.as_ref().is_some_and(|c| conn.ids.contains(c));
+    if !conn.access.allows(&key_id) && !created_for_it {
         let why = "this client may not use the key ([[client]] permissions)";
         return refuse(tx, id, s, conn, &key.name, "not_permitted", why);
     }

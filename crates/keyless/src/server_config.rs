@@ -46,6 +46,24 @@ pub struct KeyServerConfig {
     /// Delegated credentials (RFC 9345) issued to gateways (`[delegation]`).
     #[serde(default)]
     pub delegation: DelegationConfig,
+    /// Keys created on request for gateways' ACME orders (`[new_keys]`); none when absent.
+    #[serde(default)]
+    pub new_keys: Option<NewKeysConfig>,
+}
+
+/// `[new_keys]`: where keys created for gateways (keyless certificates through ACME) are kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewKeysConfig {
+    /// Directory of the created keys (made, mode 0700, when missing; loaded at start).
+    pub dir: PathBuf,
+    /// Most keys one gateway identity may have created.
+    #[serde(default = "default_max_per_client")]
+    pub max_per_client: usize,
+}
+
+fn default_max_per_client() -> usize {
+    20
 }
 
 /// `[delegation]`: whether the key server issues delegated credentials, and for how long.
@@ -176,6 +194,7 @@ impl KeyServerConfig {
             .keys
             .iter_mut()
             .chain([&mut c.certificate, &mut c.key, &mut c.client_ca])
+            .chain(c.new_keys.as_mut().map(|n| &mut n.dir))
         {
             if p.is_relative() {
                 *p = base.join(&*p);

@@ -52,6 +52,8 @@ pub struct ServerMetrics {
     pub ops: Family<OpLabels, Counter>,
     /// Delegated credentials issued (signed), by key.
     pub delegations: Family<KeyLabel, Counter>,
+    /// Keys created for gateways (`new_key`).
+    pub created: Counter,
     /// Errors answered (or connections refused), by kind.
     pub errors: Family<ErrorLabels, Counter>,
     /// Sign requests refused by policy (answered `refused`), by reason.
@@ -75,6 +77,7 @@ impl ServerMetrics {
         let m = Self {
             ops: Family::default(),
             delegations: Family::default(),
+            created: Counter::default(),
             errors: Family::default(),
             refused: Family::default(),
             read_pauses: Counter::default(),
@@ -89,6 +92,11 @@ impl ServerMetrics {
             "delegated_credentials",
             "Delegated credentials issued (RFC 9345), by key",
             m.delegations.clone(),
+        );
+        registry.register(
+            "keys_created",
+            "Keys created for gateways (new_key requests: keyless certificates through ACME)",
+            m.created.clone(),
         );
         registry.register(
             "errors",

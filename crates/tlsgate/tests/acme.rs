@@ -6,6 +6,7 @@
 //! the CA is gone, with the failures in metrics.
 
 mod common;
+mod keyless_env;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -592,6 +593,52 @@ fn a_node_killed_mid_order_holds_the_cluster_up_only_for_its_lease() {
     );
     let out = fetch_verified(&pb, "c.test", &pebble.root_file());
     assert_eq!(out.stdout, "acme site", "{}", out.all());
+}
+
+#[test]
+fn a_keyless_site_is_issued_with_a_key_created_on_the_key_server_and_never_seen_here() {
+    let p = Ports::new();
+    let pebble = Pebble::start(p.http, p.https, 7_776_000, &[]);
+    let ks_pki = TestPki::new();
+    let files = keyless_env::keyserver_files(&ks_pki);
+    let client = keyless_env::client_cert(&ks_pki, "gateway", "gateway-1");
+    let (no_keys, created) = (ks_pki.path("no-keys"), ks_pki.path("created"));
+    std::fs::create_dir_all(&no_keys).unwrap();
+    let ks = keyless_env::start_keyserver(
+        &ks_pki,
+        &files,
+        free_port(),
+        &[&no_keys],
+        &format!("[new_keys]\ndir = {}\n", toml_path(&created)),
+    );
+    let state = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}\n{}[[keyless.pool]]\nname = \"main\"\nservers = [\"{}\"]\n",
+        gateway_config(
+            &p,
+            &pebble,
+            state.path(),
+            &["k.test"],
+            r#"challenges = ["http-01"]"#,
+            r#"key_server_pool = "main""#,
+        ),
+        keyless_env::keyless_section(&client, &ks_pki.ca_file()),
+        ks.addr()
+    );
+    let gw = start_gateway(&p, &config);
+    wait_issued(&gw, &pebble, 1.0);
+    assert_eq!(ks.proc.metric("tlsgate_keyserver_keys_created_total", &[]), 1.0);
+    let created_keys: Vec<_> = std::fs::read_dir(&created).unwrap().filter_map(Result::ok).collect();
+    assert_eq!(created_keys.len(), 1, "one key, on the key server");
+    assert!(state.path().join("sites/a/ecdsa.crt").is_file());
+    assert!(
+        !state.path().join("sites/a/ecdsa.key").exists(),
+        "no key file on the gateway"
+    );
+    let signed = ks.ops();
+    let out = fetch_verified(&p, "k.test", &pebble.root_file());
+    assert_eq!(out.stdout, "acme site", "{}\n{}", out.all(), gw.log());
+    assert!(ks.ops() > signed, "the handshake was signed by the key server");
 }
 
 #[test]

@@ -80,6 +80,13 @@ pub struct SiteAcmeConfig {
     /// Challenge types for this site instead of `acme.challenges`.
     #[serde(default)]
     pub challenges: Vec<String>,
+    /// Keyless: the `[[keyless.pool]]` whose key servers create the certificate's key and CSR
+    /// (the key never exists anywhere else) and sign its handshakes.
+    #[serde(default)]
+    pub key_server_pool: Option<String>,
+    /// Keyless, like `key_server_pool`, with the key servers listed here (`host:port`).
+    #[serde(default)]
+    pub key_servers: Vec<String>,
 }
 
 /// The challenge types tlsgate answers.

@@ -96,6 +96,22 @@ fn check_sites(config: &Config, issues: &mut Vec<Issue>) -> bool {
         if s.key_types.is_empty() {
             issues.push(Issue::error(format!("{at}.key_types"), "name at least one key type"));
         }
+        if s.key_server_pool.is_some() || !s.key_servers.is_empty() {
+            if s.key_server_pool.is_some() && !s.key_servers.is_empty() {
+                issues.push(Issue::error(at.clone(), "set key_server_pool or key_servers, not both"));
+            }
+            match (&config.keyless, &s.key_server_pool) {
+                (None, _) => issues.push(Issue::error(
+                    at.clone(),
+                    "keyless ACME needs a [keyless] section (client certificate and key-server CA)",
+                )),
+                (Some(k), Some(pool)) if !k.pools.iter().any(|p| &p.name == pool) => issues.push(Issue::error(
+                    format!("{at}.key_server_pool"),
+                    format!("no [[keyless.pool]] named {pool:?}"),
+                )),
+                _ => {}
+            }
+        }
         for (j, k) in s.key_types.iter().enumerate() {
             if !ACME_KEY_TYPES.contains(&k.as_str()) {
                 issues.push(Issue::error(

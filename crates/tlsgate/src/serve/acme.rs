@@ -24,6 +24,25 @@ pub struct CertSlot {
     pub key_type: String,
     /// `<state>/sites/<site>/<key_type>`, without extension.
     pub base: PathBuf,
+    /// A keyless site's key servers (`[site.acme] key_server_pool` / `key_servers`): they
+    /// create the key and the CSR, and no key file is ever written here.
+    pub keyless: Option<KeylessAt>,
+}
+
+/// Where a keyless ACME certificate's key lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeylessAt {
+    /// `[[keyless.pool]]` name.
+    pub pool: Option<String>,
+    /// Or these key servers.
+    pub servers: Vec<String>,
+}
+
+impl KeylessAt {
+    /// The pool's name as the keyless client and the metrics know it.
+    pub fn pool_name(&self) -> String {
+        self.pool.clone().unwrap_or_else(|| self.servers.join(","))
+    }
 }
 
 impl CertSlot {
@@ -43,9 +62,9 @@ impl CertSlot {
     pub fn placeholder_key(&self) -> PathBuf {
         self.base.with_extension("placeholder.key")
     }
-    /// Whether the CA's certificate is on disk.
+    /// Whether the CA's certificate is on disk (and its key, unless it lives on key servers).
     pub fn issued(&self) -> bool {
-        self.chain().is_file() && self.key().is_file()
+        self.chain().is_file() && (self.keyless.is_some() || self.key().is_file())
     }
     /// The key kind to order.
     pub fn key_kind(&self) -> KeyKind {
@@ -87,6 +106,10 @@ pub fn slots(config: &Config) -> Vec<CertSlot> {
                 site: site.name.clone(),
                 key_type: kt.clone(),
                 base: acme.state_dir.join("sites").join(dir_name(&site.name)).join(kt),
+                keyless: (s.key_server_pool.is_some() || !s.key_servers.is_empty()).then(|| KeylessAt {
+                    pool: s.key_server_pool.clone(),
+                    servers: s.key_servers.clone(),
+                }),
             });
         }
     }
@@ -123,13 +146,16 @@ pub fn prepare(mut config: Config) -> Result<Config, TlsBuildError> {
         }
         let mut certificates = Vec::new();
         for slot in slots.iter().filter(|s| s.site == site.name) {
-            let (chain, key) = if slot.issued() {
-                (slot.chain(), slot.key())
-            } else {
-                ensure_placeholder(slot, &names(&config, &site.name))?;
-                (slot.placeholder_chain(), slot.placeholder_key())
+            let cert = match (&slot.keyless, slot.issued()) {
+                (Some(k), true) => keyless_certificate(&slot.chain(), k),
+                (None, true) => certificate(&slot.chain(), &slot.key()),
+                (_, false) => {
+                    // Even a keyless site serves a local placeholder until the CA issues.
+                    ensure_placeholder(slot, &names(&config, &site.name))?;
+                    certificate(&slot.placeholder_chain(), &slot.placeholder_key())
+                }
             };
-            certificates.push(certificate(&chain, &key));
+            certificates.push(cert);
         }
         config.sites[i].certificates = certificates;
     }
@@ -139,6 +165,14 @@ pub fn prepare(mut config: Config) -> Result<Config, TlsBuildError> {
 fn certificate(chain: &Path, key: &Path) -> CertificateConfig {
     let value = serde_json::json!({ "chain": chain, "key": key });
     serde_json::from_value(value).expect("a chain and a key make a certificate")
+}
+
+fn keyless_certificate(chain: &Path, k: &KeylessAt) -> CertificateConfig {
+    let value = match &k.pool {
+        Some(pool) => serde_json::json!({ "chain": chain, "key_server_pool": pool }),
+        None => serde_json::json!({ "chain": chain, "key_servers": k.servers }),
+    };
+    serde_json::from_value(value).expect("a chain and key servers make a certificate")
 }
 
 fn ensure_placeholder(slot: &CertSlot, names: &[String]) -> Result<(), TlsBuildError> {
@@ -244,31 +278,75 @@ impl tlsgate_error::Classify for InstallCertError {
 /// Checks an issued chain against its key, stores both and installs a generation serving them;
 /// on any failure the previous files are put back and the running generation stays.
 pub fn install(gateway: &Gateway, slot: &CertSlot, chain_pem: &[u8], key_pem: &[u8]) -> Result<u64, InstallCertError> {
-    let chain = X509::stack_from_pem(chain_pem).map_err(|e| InstallCertError::Mismatch(format!("chain: {e}")))?;
     let key = PKey::private_key_from_pem(key_pem).map_err(|e| InstallCertError::Mismatch(format!("key: {e}")))?;
+    let spki = key
+        .public_key_to_der()
+        .map_err(|e| InstallCertError::Mismatch(e.to_string()))?;
+    check_leaf(chain_pem, &spki)?;
+    write_and_build(gateway, slot, chain_pem, Some(key_pem))
+}
+
+/// Installs a keyless certificate: no key file, the key lives on the key servers. With `spki`
+/// (the DER public key of the CSR the key server made), the chain must be for that key.
+pub fn install_keyless(
+    gateway: &Gateway,
+    slot: &CertSlot,
+    chain_pem: &[u8],
+    spki: Option<&[u8]>,
+) -> Result<u64, InstallCertError> {
+    match spki {
+        Some(spki) => check_leaf(chain_pem, spki)?,
+        None => {
+            X509::stack_from_pem(chain_pem).map_err(|e| InstallCertError::Mismatch(format!("chain: {e}")))?;
+        }
+    }
+    write_and_build(gateway, slot, chain_pem, None)
+}
+
+/// The chain's leaf must carry the public key `spki` (DER).
+fn check_leaf(chain_pem: &[u8], spki: &[u8]) -> Result<(), InstallCertError> {
+    let chain = X509::stack_from_pem(chain_pem).map_err(|e| InstallCertError::Mismatch(format!("chain: {e}")))?;
     let leaf = chain
         .first()
         .ok_or_else(|| InstallCertError::Mismatch("empty chain".into()))?;
     let leaf_key = leaf
         .public_key()
+        .and_then(|k| k.public_key_to_der())
         .map_err(|e| InstallCertError::Mismatch(e.to_string()))?;
-    if !leaf_key.public_eq(&key) {
+    if leaf_key != spki {
         return Err(InstallCertError::Mismatch(
             "the certificate is not for the new key".into(),
         ));
     }
+    Ok(())
+}
+
+/// Writes the chain (and the key, unless keyless) and builds a generation from them; on any
+/// failure the previous files are put back and the running generation keeps serving.
+fn write_and_build(
+    gateway: &Gateway,
+    slot: &CertSlot,
+    chain_pem: &[u8],
+    key_pem: Option<&[u8]>,
+) -> Result<u64, InstallCertError> {
     let (chain_path, key_path) = (slot.chain(), slot.key());
     let old_chain = std::fs::read(&chain_path).ok();
     let old_key = std::fs::read(&key_path).ok();
-    let result = write_atomic(&key_path, key_pem, 0o600)
+    let written = match key_pem {
+        Some(key_pem) => write_atomic(&key_path, key_pem, 0o600),
+        None => Ok(()),
+    };
+    let result = written
         .and_then(|_| write_atomic(&chain_path, chain_pem, 0o644))
         .and_then(|_| prepare(gateway.current().config.as_ref().clone()))
         .and_then(|config| gateway.install(config));
     if result.is_err() {
         // Back to what served before (or to the placeholder when nothing was issued yet).
         match (old_chain, old_key) {
-            (Some(c), Some(k)) => {
-                let _ = write_atomic(&key_path, &k, 0o600);
+            (Some(c), k) => {
+                if let Some(k) = k {
+                    let _ = write_atomic(&key_path, &k, 0o600);
+                }
                 let _ = write_atomic(&chain_path, &c, 0o644);
             }
             _ => {

@@ -23,6 +23,7 @@ use tlsgate_acme::ari::{self, CertFacts};
 use tlsgate_acme::{Account, AccountOptions, AcmeError, ChallengeKind, OrderRequest};
 use tlsgate_config::{AcmeConfig, Config};
 use tlsgate_error::Classify;
+use tlsgate_keyless::new_key::{NewKey, NewKeyKind};
 use tlsgate_proxy::Gateway;
 
 /// How often the manager looks for ACME sites a reload added.
@@ -41,6 +42,8 @@ struct Shared {
     /// One order at a time per process.
     ordering: tokio::sync::Mutex<()>,
     running: Mutex<HashSet<(String, String)>>,
+    /// Key-server clients of keyless ACME sites, by pool name.
+    keyless_clients: Mutex<std::collections::HashMap<String, Arc<tlsgate_keyless::client::Client>>>,
     /// Coordination with the other nodes, in a cluster with a shared store.
     cluster: Option<Arc<AcmeCluster>>,
 }
@@ -78,6 +81,7 @@ pub fn spawn(cfg: AcmeConfig, gateway: Arc<Gateway>, cluster: Option<Arc<AcmeClu
         account: Default::default(),
         ordering: Default::default(),
         running: Default::default(),
+        keyless_clients: Default::default(),
         cluster,
     });
     tokio::spawn(async move {
@@ -312,7 +316,12 @@ async fn adopt(shared: &Shared, cluster: &AcmeCluster, slot: &CertSlot) {
     if !newer || theirs.not_after <= tlsgate_acme::time::now() {
         return;
     }
-    match acme::install(&shared.gateway, slot, &stored.0, &stored.1) {
+    let installed = if slot.keyless.is_some() {
+        acme::install_keyless(&shared.gateway, slot, &stored.0, None)
+    } else {
+        acme::install(&shared.gateway, slot, &stored.0, &stored.1)
+    };
+    match installed {
         Ok(generation) => {
             cluster_event("adopted");
             tracing::info!(
@@ -439,7 +448,22 @@ async fn order(
     } else {
         &site_acme.challenges
     };
+    // Keyless: the key server makes the key and the CSR; the key never exists here.
+    let csr = match &slot.keyless {
+        Some(k) => Some(keyless_csr(shared, config, slot, k).await?),
+        None => None,
+    };
+    let spki = match &csr {
+        Some(der) => Some(
+            boring::x509::X509Req::from_der(der)
+                .and_then(|r| r.public_key())
+                .and_then(|k| k.public_key_to_der())
+                .map_err(|e| ("acme_keyless_csr", format!("the key server's CSR: {e}"), None))?,
+        ),
+        None => None,
+    };
     let request = OrderRequest {
+        csr,
         names: acme::names(config, &slot.site),
         key: slot.key_kind(),
         challenges: challenges.iter().filter_map(|c| challenge_kind(c)).collect(),
@@ -469,8 +493,69 @@ async fn order(
             return Err((e.kind(), e.to_string(), e.retry_after()));
         }
     };
-    let generation = acme::install(&shared.gateway, slot, &issued.chain_pem, &issued.key_pem).map_err(|e| fail(&e))?;
+    let generation = match &spki {
+        Some(spki) => acme::install_keyless(&shared.gateway, slot, &issued.chain_pem, Some(spki)),
+        None => acme::install(&shared.gateway, slot, &issued.chain_pem, &issued.key_pem),
+    }
+    .map_err(|e| fail(&e))?;
     Ok((generation, issued.chain_pem, issued.key_pem))
+}
+
+/// Asks the slot's key servers to create its key and answer a CSR for the site's names.
+async fn keyless_csr(
+    shared: &Shared,
+    config: &Config,
+    slot: &CertSlot,
+    at: &acme::KeylessAt,
+) -> Result<Vec<u8>, OrderFailure> {
+    let failure = |kind: &'static str, message: String| (kind, message, None);
+    let keyless = config
+        .keyless
+        .as_ref()
+        .ok_or_else(|| failure("acme_keyless_config", "keyless ACME without [keyless]".into()))?;
+    let servers = match &at.pool {
+        Some(pool) => keyless
+            .pools
+            .iter()
+            .find(|p| &p.name == pool)
+            .map(|p| p.servers.clone())
+            .ok_or_else(|| failure("acme_keyless_config", format!("no [[keyless.pool]] named {pool:?}")))?,
+        None => at.servers.clone(),
+    };
+    let name = at.pool_name();
+    let client = {
+        let mut clients = shared.keyless_clients.lock().expect("not poisoned");
+        match clients.get(&name) {
+            Some(c) => c.clone(),
+            None => {
+                let c = tlsgate_keyless::client::Client::start(keyless, &name, &servers)
+                    .map_err(|e| failure(e.kind(), e.to_string()))?;
+                clients.insert(name.clone(), c.clone());
+                c
+            }
+        }
+    };
+    let kind = match slot.key_kind() {
+        tlsgate_acme::csr::KeyKind::EcdsaP256 => NewKeyKind::EcdsaP256,
+        tlsgate_acme::csr::KeyKind::Rsa2048 => NewKeyKind::Rsa2048,
+    };
+    let names = acme::names(config, &slot.site)
+        .iter()
+        .map(|n| n.to_ascii_lowercase())
+        .collect();
+    let payload = tlsgate_keyless::new_key::encode(&NewKey { kind, names })
+        .map_err(|e| failure("acme_keyless_names", e.to_string()))?;
+    let csr = client
+        .new_key(payload)
+        .await
+        .map_err(|e| failure(e.kind(), format!("key server: {e}")))?;
+    tracing::info!(
+        site = slot.site,
+        key_type = slot.key_type,
+        pool = name,
+        "key created on the key servers for the order"
+    );
+    Ok(csr)
 }
 
 fn challenge_kind(name: &str) -> Option<ChallengeKind> {
