@@ -283,4 +283,31 @@ fixed_response = { body = "hi" }
             "{errs:?}"
         );
     }
+
+    #[test]
+    fn keyless_acme_needs_keyless_and_a_known_pool() {
+        let acme = "[acme]\ndirectory = \"https://ca.test/d\"\nstate_dir = \"/tmp/x\"\n";
+        let text = SITE.replace("[site.acme]", "[site.acme]\nkey_server_pool = \"main\"");
+        let errs = errors(&parse(&format!("{text}{acme}")));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("site[0].acme") && e.contains("[keyless]")),
+            "{errs:?}"
+        );
+        let keyless = "[keyless]\nclient_certificate = \"/x\"\nclient_key = \"/x\"\nserver_ca = \"/x\"\n";
+        let errs = errors(&parse(&format!("{text}{acme}{keyless}")));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("site[0].acme.key_server_pool") && e.contains("no [[keyless.pool]]")),
+            "{errs:?}"
+        );
+        let both = SITE.replace(
+            "[site.acme]",
+            "[site.acme]\nkey_server_pool = \"main\"\nkey_servers = [\"k:1\"]",
+        );
+        let errs = errors(&parse(&format!(
+            "{both}{acme}{keyless}[[keyless.pool]]\nname = \"main\"\nservers = [\"k:1\"]\n"
+        )));
+        assert!(errs.iter().any(|e| e.contains("not both")), "{errs:?}");
+    }
 }
