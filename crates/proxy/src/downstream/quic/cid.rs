@@ -4,23 +4,34 @@
 //! owns the connection, the rest are random. SO_REUSEPORT hashes a client's address and port to
 //! a worker, which holds after a NAT rebinding or a client's migration no more: the worker that
 //! receives a packet with another worker's ID forwards it there (`endpoint`). The stateless
-//! reset token of an ID is an HMAC of it under the process's secret, so a worker that has lost a
-//! connection (or never had it) can end it for the client without state.
+//! reset token of an ID is an HMAC of it under the reset/Retry secret, so a worker that has lost
+//! a connection (or never had it) can end it for the client without state. In a cluster
+//! (`[cluster] secret_files`) that secret is derived from the cluster secret: every node, and the
+//! process after a restart or a binary upgrade, sends valid resets for the others' connections
+//! and accepts the Retry tokens they minted (a load balancer without UDP affinity may send a
+//! client's second Initial elsewhere). Without a cluster it is random per process.
 
 use quiche::ConnectionId;
 
 /// Length of the gateway's connection IDs.
 pub const CID_LEN: usize = 16;
 
-/// The process's secret for reset and Retry tokens.
+/// The secret of reset and Retry tokens.
 #[derive(Clone)]
 pub struct Secret([u8; 32]);
 
 impl Secret {
-    /// A fresh random secret.
+    /// A fresh random secret (no cluster: valid in this process only).
     pub fn random() -> Self {
         let mut key = [0u8; 32];
         boring::rand::rand_bytes(&mut key).expect("BoringSSL's RNG does not fail");
+        Self(key)
+    }
+
+    /// The secret every node of a cluster derives from its cluster secret (HKDF, own label).
+    pub fn from_cluster(cluster: &tlsgate_tls::secret::ClusterSecret) -> Self {
+        let mut key = [0u8; 32];
+        cluster.derive(&[b"tlsgate quic reset and retry"], &mut key);
         Self(key)
     }
 
@@ -93,5 +104,32 @@ mod tests {
         assert_eq!(reset[13..], secret.reset_token(&cid).to_be_bytes());
         assert_eq!(stateless_reset(&secret, &cid, 1200).unwrap().len(), 43);
         assert_ne!(Secret::random().reset_token(&cid), secret.reset_token(&cid));
+    }
+
+    #[test]
+    fn nodes_of_one_cluster_share_resets_and_retry_tokens_and_others_do_not() {
+        use tlsgate_tls::secret::ClusterSecret;
+        let cluster = |b: u8| ClusterSecret::from_material(&[b; 32], "test").unwrap();
+        let (a, b, other) = (
+            Secret::from_cluster(&cluster(1)),
+            Secret::from_cluster(&cluster(1)),
+            Secret::from_cluster(&cluster(2)),
+        );
+        let cid = new_cid(1);
+        assert_eq!(
+            a.reset_token(&cid),
+            b.reset_token(&cid),
+            "a restarted or other node resets alike"
+        );
+        assert_ne!(a.reset_token(&cid), other.reset_token(&cid));
+        let peer: std::net::SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let (odcid, retry_scid) = (new_cid(0), new_cid(0));
+        let token = crate::downstream::quic::token::mint(&a, peer, &odcid, &retry_scid);
+        assert_eq!(
+            crate::downstream::quic::token::validate(&b, &token, peer, &retry_scid).unwrap(),
+            odcid.to_vec(),
+            "a Retry token minted on one node validates on another"
+        );
+        assert!(crate::downstream::quic::token::validate(&other, &token, peer, &retry_scid).is_err());
     }
 }

@@ -14,6 +14,9 @@ pub enum QuicError {
         /// What the kernel said.
         source: std::io::Error,
     },
+    /// The cluster secret the reset and Retry secret is derived from could not be read.
+    #[error("cluster.secret_files[0]: {0}")]
+    Secret(String),
     /// A Retry token that is not one of the gateway's.
     #[error("retry token: {0}")]
     Token(#[from] TokenError),
@@ -37,7 +40,7 @@ pub enum QuicError {
 impl Classify for QuicError {
     fn side(&self) -> Side {
         match self {
-            Self::Bind { .. } | Self::Tls(_) => Side::Config,
+            Self::Bind { .. } | Self::Tls(_) | Self::Secret(_) => Side::Config,
             Self::Token(_) | Self::TokenForged | Self::TokenExpired | Self::H3(_) => Side::Downstream,
             Self::Quiche(_) => Side::Internal,
         }
@@ -46,6 +49,7 @@ impl Classify for QuicError {
     fn kind(&self) -> &'static str {
         match self {
             Self::Bind { .. } => "quic_bind",
+            Self::Secret(_) => "quic_cluster_secret",
             Self::Token(TokenError::Malformed) => "retry_token_malformed",
             Self::Token(TokenError::CidTooLong) => "retry_token_cid_too_long",
             Self::TokenForged => "retry_token_forged",

@@ -66,8 +66,16 @@ pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicErro
             endpoints: Vec::new(),
         })
         .collect();
-    let secret = cid::Secret::random();
-    for addr in addresses(config) {
+    let addresses = addresses(config);
+    let secret = match config.cluster.as_ref().and_then(|c| c.secret_files.first()) {
+        Some(path) if !addresses.is_empty() => {
+            let cluster =
+                tlsgate_tls::secret::ClusterSecret::load(path).map_err(|e| QuicError::Secret(e.to_string()))?;
+            cid::Secret::from_cluster(&cluster)
+        }
+        _ => cid::Secret::random(),
+    };
+    for addr in addresses {
         let sockets = socket::bind_workers(addr, workers)?;
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
         let peers = Arc::new(txs);
