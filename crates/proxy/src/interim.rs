@@ -4,6 +4,8 @@
 //!
 //! HTTP/2 clients get them as a HEADERS frame on the request's stream ([`StreamInterim`]: the
 //! stream's response handle, shared with the stream's task until the final response goes out).
+//! HTTP/3 clients too: the request's task hands them to its QUIC connection ([`InterimStream`],
+//! implemented by `downstream::quic::streams`), which sends them ahead of the final head.
 //!
 //! hyper's HTTP/1.1 server has no way to send an interim response, so the gateway writes it
 //! below hyper, into the TLS stream ([`crate::downstream::records::RecordSizer`] drains what is
@@ -157,6 +159,12 @@ impl StreamInterim {
     }
 }
 
+/// A request stream of a connection that sends interim responses itself (HTTP/3).
+pub trait InterimStream: Sync {
+    /// Queues an interim response ahead of the stream's final response.
+    fn offer(&self, status: StatusCode, headers: &HeaderMap) -> Result<(), Dropped>;
+}
+
 /// Where a request's interim responses go.
 #[derive(Clone, Copy)]
 pub enum InterimTo<'a> {
@@ -164,6 +172,8 @@ pub enum InterimTo<'a> {
     Http1(&'a InterimQueue),
     /// An HTTP/2 stream, sent on it directly.
     Http2(&'a StreamInterim),
+    /// Another stream kind (an HTTP/3 request stream).
+    Stream(&'a dyn InterimStream),
 }
 
 /// Where one request's interim responses from the origin go, and their counter
@@ -189,6 +199,9 @@ impl InterimSink<'_> {
                 .offer(status, headers)
                 .map_or_else(Dropped::label, |()| "forwarded"),
             Ok(InterimTo::Http2(stream)) => stream
+                .offer(status, headers)
+                .map_or_else(Dropped::label, |()| "forwarded"),
+            Ok(InterimTo::Stream(stream)) => stream
                 .offer(status, headers)
                 .map_or_else(Dropped::label, |()| "forwarded"),
             Err(why) => why,

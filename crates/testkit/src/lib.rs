@@ -6,13 +6,15 @@
 //!   ([`mldsa`]).
 //! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
 //! - [`Origin`]: an HTTP/1.1 origin server on a real socket (echo, slow, streaming, sized bodies).
-//! - [`RawOrigin`]: an origin that records the exact bytes it receives (smuggling, headers).
+//! - [`RawOrigin`]: an origin that records the exact bytes it receives (smuggling, headers);
+//!   [`hints::hinting_origin`]: one that sends 103 Early Hints before every response.
 //! - [`stores::StoreProcess`]: redis-server, a Redis Sentinel or memcached on a free port.
 //! - [`RoundRobin`]: a layer-4 round-robin balancer in front of several gateways.
 //! - [`run`]: run a client command (`openssl s_client`, `curl`) with a timeout and stdin.
 #![forbid(unsafe_code)]
 
 pub mod balancer;
+pub mod hints;
 pub mod mldsa;
 pub mod nginx;
 pub mod origin;

@@ -356,3 +356,32 @@ fn shutdown_lets_an_http3_request_in_flight_finish_then_exits() {
     assert_eq!(got[0]["head"], "slow done\n");
     assert!(f.gw.wait_exit(Duration::from_secs(10)).is_some(), "exits once drained");
 }
+
+#[test]
+fn http3_clients_get_early_hints_before_the_response() {
+    let origin = tlsgate_testkit::hints::hinting_origin();
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "hints"),
+        common::upstream("hints", &[origin], "")
+    );
+    let f = common::start(&http3(""), &routes);
+    let ca = f.pki.ca_file();
+    let url = format!("https://localhost:{}/page", f.https);
+    let got = client(&ca, &["-url", &url, "-n", "2"]);
+    for r in &got {
+        assert_eq!(r["status"], 200, "{got:?}\n{}", f.gw.log());
+        assert_eq!(r["head"], "hello /page", "{got:?}");
+        assert_eq!(
+            r["interim"],
+            serde_json::json!(["103 </style.css>; rel=preload; as=style"]),
+            "each request's own 103 before its response: {got:?}"
+        );
+    }
+    assert_eq!(
+        f.gw.metric("tlsgate_early_hints_total", &["result=\"forwarded\""]),
+        2.0,
+        "{}",
+        f.gw.metrics()
+    );
+}

@@ -8,7 +8,7 @@ use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
 use crate::gateway::Generation;
 use crate::identity::IdentityHop;
-use crate::interim::{InterimSink, InterimTo, StreamInterim};
+use crate::interim::{InterimSink, InterimTo};
 use crate::request::access_log::{AccessBody, RequestLog};
 use crate::request::check as request_check;
 use crate::request::router::Action;
@@ -79,7 +79,7 @@ async fn route_request(
     site_idx: usize,
     slot: &mut Option<Request<ClientBody>>,
     upstream: &mut UpstreamFacts,
-    stream_interim: Option<&StreamInterim>,
+    stream_interim: Option<InterimTo<'_>>,
 ) -> Result<Response<Body>, ProxyError> {
     let Some(req) = slot.as_ref() else {
         return Err(ProxyError::BadRequest("no request"));
@@ -169,7 +169,7 @@ async fn route_request(
                 },
                 interim: Some(InterimSink {
                     to: match (&ctx.interim, stream_interim) {
-                        (_, Some(stream)) => Ok(InterimTo::Http2(stream)),
+                        (_, Some(stream)) => Ok(stream),
                         (None, None) => Err("dropped_unsupported"),
                         (Some(_), None) if req.version() != http::Version::HTTP_11 => Err("dropped_http10"),
                         (Some(queue), None) => Ok(InterimTo::Http1(queue.as_ref())),
@@ -195,7 +195,7 @@ async fn route_request(
 pub async fn handle(
     ctx: Arc<ConnContext>,
     mut req: Request<ClientBody>,
-    stream_interim: Option<&StreamInterim>,
+    stream_interim: Option<InterimTo<'_>>,
 ) -> Result<Response<AccessBody>, Infallible> {
     let mut log = RequestLog::new(&ctx, &req);
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {

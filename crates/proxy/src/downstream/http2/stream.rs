@@ -74,7 +74,11 @@ pub async fn serve(ctx: Arc<ConnContext>, req: Request<RecvStream>, respond: Sen
     } else {
         ClientBody::H2(RequestBody::new(recv, content_length(&parts.headers)))
     };
-    let service = handle(ctx.clone(), Request::from_parts(parts, body), Some(&respond));
+    let service = handle(
+        ctx.clone(),
+        Request::from_parts(parts, body),
+        Some(crate::interim::InterimTo::Http2(&respond)),
+    );
     let mut service = std::pin::pin!(service);
     // The request path runs until it answers or the client resets the stream (it is then dropped
     // where it stands: the origin request is cancelled and the log says 499).

@@ -47,6 +47,33 @@ pub enum Event {
     Abort(u64),
     /// A chunk of the request body was taken: the stream may be read on.
     Taken(u64),
+    /// An interim response (103 Early Hints) to send ahead of the final head.
+    Interim(u64, Vec<h3::Header>),
+}
+
+/// A request stream's way to send interim responses: through its connection's events, ahead of
+/// the final head (`crate::interim`). At most `interim::MAX_PENDING` bytes of heads per stream.
+struct H3Interim {
+    sid: u64,
+    events: mpsc::UnboundedSender<Event>,
+    sent: std::sync::atomic::AtomicU64,
+}
+
+impl crate::interim::InterimStream for H3Interim {
+    fn offer(&self, status: http::StatusCode, headers: &HeaderMap) -> Result<(), crate::interim::Dropped> {
+        use std::sync::atomic::Ordering;
+        let size: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+        let before = self.sent.fetch_add(size as u64, Ordering::Relaxed);
+        if before + size as u64 > crate::interim::MAX_PENDING as u64 {
+            return Err(crate::interim::Dropped::TooLarge);
+        }
+        let mut list = Vec::with_capacity(headers.len() + 1);
+        list.push(h3::Header::new(b":status", status.as_str().as_bytes()));
+        list.extend(header_list(headers));
+        self.events
+            .send(Event::Interim(self.sid, list))
+            .map_err(|_| crate::interim::Dropped::Closed)
+    }
 }
 
 /// One request stream.
@@ -55,6 +82,10 @@ struct Stream {
     body: Option<BodySender>,
     /// quiche has body bytes this stream did not take yet (its body was full).
     unread: bool,
+    /// Interim heads (103) waiting for quiche, sent before `head`.
+    interim: VecDeque<Vec<h3::Header>>,
+    /// A HEADERS frame went out (an interim one or the final): later ones are "additional".
+    initialized: bool,
     /// The response head, until quiche takes it.
     head: Option<Vec<h3::Header>>,
     /// Whether the head was sent.
@@ -164,6 +195,8 @@ impl Streams {
             Stream {
                 body: sender,
                 unread: false,
+                interim: VecDeque::new(),
+                initialized: false,
                 head: None,
                 head_sent: false,
                 out: VecDeque::new(),
@@ -237,7 +270,12 @@ impl Streams {
     /// An event from a request's task.
     pub fn on_event(&mut self, conn: &mut quiche::Connection, h3c: &mut h3::Connection, event: Event) {
         let sid = match &event {
-            Event::Head(s, _) | Event::Data(s, ..) | Event::Trailers(s, _) | Event::End(s) | Event::Abort(s) => *s,
+            Event::Head(s, _)
+            | Event::Data(s, ..)
+            | Event::Trailers(s, _)
+            | Event::End(s)
+            | Event::Abort(s)
+            | Event::Interim(s, _) => *s,
             Event::Taken(s) => {
                 let s = *s;
                 if self.streams.get(&s).is_some_and(|st| st.unread) {
@@ -251,6 +289,9 @@ impl Streams {
         };
         match event {
             Event::Head(_, parts) => stream.head = Some(response_head(&parts)),
+            // Queued in order with the head: the request's task sends them before it.
+            Event::Interim(_, head) if !stream.head_sent => stream.interim.push_back(head),
+            Event::Interim(..) => {}
             Event::Data(_, bytes, credit) => stream.out.push_back((bytes, credit)),
             Event::Trailers(_, trailers) => {
                 stream.trailers = Some(header_list(&trailers));
@@ -298,9 +339,29 @@ impl Streams {
 
 /// Sends what one stream has waiting; true once its FIN is sent (or it failed).
 fn pump_one(conn: &mut quiche::Connection, h3c: &mut h3::Connection, sid: u64, s: &mut Stream) -> bool {
+    while let Some(interim) = s.interim.front() {
+        let sent = if s.initialized {
+            h3c.send_additional_headers(conn, sid, interim, false, false)
+        } else {
+            h3c.send_response(conn, sid, interim, false)
+        };
+        match sent {
+            Ok(()) => {
+                s.initialized = true;
+                s.interim.pop_front();
+            }
+            Err(h3::Error::StreamBlocked | h3::Error::Done) => return false,
+            Err(_) => return true,
+        }
+    }
     if let Some(head) = &s.head {
         let fin = s.end && s.out.is_empty() && s.trailers.is_none();
-        match h3c.send_response(conn, sid, head, fin) {
+        let sent = if s.initialized {
+            h3c.send_additional_headers(conn, sid, head, false, fin)
+        } else {
+            h3c.send_response(conn, sid, head, fin)
+        };
+        match sent {
             Ok(()) => {
                 s.head = None;
                 s.head_sent = true;
@@ -353,7 +414,13 @@ async fn respond(
     events: mpsc::UnboundedSender<Event>,
     credit: Arc<Semaphore>,
 ) {
-    let Ok(response) = crate::request::service::handle(ctx, req, None).await;
+    let hints = H3Interim {
+        sid,
+        events: events.clone(),
+        sent: Default::default(),
+    };
+    let to = crate::interim::InterimTo::Stream(&hints);
+    let Ok(response) = crate::request::service::handle(ctx, req, Some(to)).await;
     let (parts, mut body) = response.into_parts();
     if events.send(Event::Head(sid, parts)).is_err() {
         return;

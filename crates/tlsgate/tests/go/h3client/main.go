@@ -4,7 +4,7 @@
 // a body of -body bytes, and prints one JSON line per request: status, protocol, body length
 // and its first bytes, the Alt-Svc header. With -resume, a second connection follows with the
 // first one's session ticket and reports whether it resumed; with -early its request goes in
-// 0-RTT. With -hold, it keeps the connection open that long after the requests and then sends
+// 0-RTT. Interim (1xx) responses are listed before the final one. With -hold, it keeps the connection open that long after the requests and then sends
 // -n more on it (to check that garbage sent meanwhile did not disturb it).
 package main
 
@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"time"
 
@@ -38,6 +40,8 @@ type result struct {
 	Error    string `json:"error,omitempty"`
 	Elapsed  int64  `json:"elapsed_ms"`
 	LocalUDP string `json:"local,omitempty"`
+	// Interim (1xx) responses before the final one: "103 <Link header>".
+	Interim []string `json:"interim,omitempty"`
 }
 
 func main() {
@@ -116,6 +120,12 @@ func request(client *http.Client, conn int, url, method string, bodyLen int, ear
 	}
 	trace := &tlsTrace{}
 	req = req.WithContext(context.WithValue(req.Context(), traceKey{}, trace))
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
+			res.Interim = append(res.Interim, fmt.Sprintf("%d %s", code, header.Get("Link")))
+			return nil
+		},
+	}))
 	resp, err := client.Do(req)
 	if err != nil {
 		res.Error = err.Error()
