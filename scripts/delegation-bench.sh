@@ -34,18 +34,11 @@ GW_ADMIN=${GW_ADMIN:-39454}
 BENCH_NAME=delegation-bench
 # shellcheck source=scripts/lib/bench.sh
 source scripts/lib/bench.sh
-# shellcheck source=scripts/deps.sh
-source scripts/deps.sh
-need=()
-command -v tstclnt >/dev/null 2>&1 || need+=(libnss3-tools)
-command -v bc >/dev/null 2>&1 || need+=(bc)
-command -v curl >/dev/null 2>&1 || need+=(curl)
-command -v taskset >/dev/null 2>&1 || need+=(util-linux)
-((${#need[@]})) && tlsgate_install_packages "${need[@]}"
-log "building (release)"
-cargo build --release -p tlsgate >&2
-cp target/release/tlsgate "$WORK/"
-BIN=$WORK/tlsgate
+bench_install_missing tstclnt:libnss3-tools certutil:libnss3-tools bc:bc curl:curl taskset:util-linux \
+  openssl:openssl python3:python3
+BUILD=${BUILD:-1} bench_build_tlsgate target/release/tlsgate
+bench_copy_gateway target/release/tlsgate
+BIN=$GW_BIN
 
 # ---- PKI: a CA, the key server's and the gateway's certificates, the site's DC certificate ----
 cd "$WORK"

@@ -9,19 +9,9 @@ use std::time::{Duration, Instant};
 use tlsgate_testkit::{free_port, require, GatewayProcess, TestPki};
 use tlsgate_tls::pki::KeyKind;
 
-/// The leaf certificate the gateway serves (PEM), as `openssl s_client` prints it.
+/// The leaf certificate the gateway serves (PEM).
 fn served_leaf(https: u16) -> String {
-    let connect = format!("127.0.0.1:{https}");
-    let out = tlsgate_testkit::run(
-        "openssl",
-        &["s_client", "-connect", &connect, "-servername", "localhost"],
-        b"",
-        Duration::ZERO,
-        Duration::from_secs(10),
-    );
-    let start = out.stdout.find("-----BEGIN CERTIFICATE-----").expect("a certificate");
-    let end = out.stdout.find("-----END CERTIFICATE-----").expect("end") + "-----END CERTIFICATE-----".len();
-    format!("{}\n", &out.stdout[start..end])
+    common::served_leaf(https, "localhost")
 }
 
 /// The first certificate of a PEM chain file.

@@ -30,31 +30,14 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// runtime stops. A reload rebuilds the slots (each new one starts with its predecessor's
 /// credential), so the old tasks stop and new ones start.
 pub async fn run(gateway: Arc<Gateway>) {
-    let mut tasks: Vec<(Arc<DelegationSlot>, tokio::task::JoinHandle<()>)> = Vec::new();
-    let mut seen = 0;
-    loop {
-        let generation = gateway.current();
-        if generation.id != seen {
-            seen = generation.id;
-            let live = generation.tls.delegation_slots();
-            gateway.sessions.delegations.retain(&live);
-            tasks.retain(|(slot, task)| {
-                let keep = live.iter().any(|l| Arc::ptr_eq(l, slot));
-                if !keep {
-                    task.abort();
-                }
-                keep
-            });
-            for slot in live {
-                if !tasks.iter().any(|(s, _)| Arc::ptr_eq(s, &slot)) {
-                    let task = tokio::spawn(renew(slot.clone(), gateway.metrics.clone()));
-                    tasks.push((slot, task));
-                }
-            }
-        }
-        drop(generation);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let metrics = gateway.metrics.clone();
+    super::slot_tasks::supervise(
+        gateway,
+        |generation| generation.tls.delegation_slots(),
+        |gateway, live| gateway.sessions.delegations.retain(live),
+        move |slot| renew(slot, metrics.clone()),
+    )
+    .await;
 }
 
 /// Copies each slot's state into the metrics (call before a scrape).

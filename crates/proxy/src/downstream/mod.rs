@@ -20,5 +20,6 @@ pub mod proxy_header;
 pub mod quic;
 pub mod records;
 pub mod redirect;
+pub mod slot_tasks;
 pub mod source_limit;
 pub mod stapling;

@@ -36,31 +36,14 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// returns only if the runtime stops. A reload that keeps a certificate and its OCSP settings
 /// keeps its task (and staple); changed or removed certificates get their task stopped.
 pub async fn run(gateway: Arc<Gateway>) {
-    let mut tasks: Vec<(Arc<StapleSlot>, tokio::task::JoinHandle<()>)> = Vec::new();
-    let mut seen = 0;
-    loop {
-        let generation = gateway.current();
-        if generation.id != seen {
-            seen = generation.id;
-            let live = generation.tls.staple_slots();
-            gateway.sessions.staples.retain(&live);
-            tasks.retain(|(slot, task)| {
-                let keep = live.iter().any(|l| Arc::ptr_eq(l, slot));
-                if !keep {
-                    task.abort();
-                }
-                keep
-            });
-            for slot in live {
-                if !tasks.iter().any(|(s, _)| Arc::ptr_eq(s, &slot)) {
-                    let task = tokio::spawn(refresh(slot.clone(), gateway.metrics.clone()));
-                    tasks.push((slot, task));
-                }
-            }
-        }
-        drop(generation);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let metrics = gateway.metrics.clone();
+    super::slot_tasks::supervise(
+        gateway,
+        |generation| generation.tls.staple_slots(),
+        |gateway, live| gateway.sessions.staples.retain(live),
+        move |slot| refresh(slot, metrics.clone()),
+    )
+    .await;
 }
 
 /// Copies each stapled certificate's state into the metrics (call before a scrape).

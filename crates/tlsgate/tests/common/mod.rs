@@ -398,3 +398,19 @@ pub fn bench(f: &Fixture, args: &[&str]) -> (i32, String, serde_json::Value) {
         serde_json::from_str(&text).unwrap(),
     )
 }
+
+/// The leaf certificate (PEM) a gateway on 127.0.0.1:`https` serves for `name`, as
+/// `openssl s_client` prints it.
+pub fn served_leaf(https: u16, name: &str) -> String {
+    let connect = format!("127.0.0.1:{https}");
+    let out = tlsgate_testkit::run(
+        "openssl",
+        &["s_client", "-connect", &connect, "-servername", name],
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(10),
+    );
+    let start = out.stdout.find("-----BEGIN CERTIFICATE-----").expect("a certificate");
+    let end = out.stdout.find("-----END CERTIFICATE-----").expect("end") + "-----END CERTIFICATE-----".len();
+    format!("{}\n", &out.stdout[start..end])
+}
