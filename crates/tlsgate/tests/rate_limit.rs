@@ -241,17 +241,42 @@ fn two_nodes_sharing_redis_hold_one_limit_together() {
     let redis = StoreProcess::redis();
     let pair = Pair::start(&redis);
     pair.wait_store(true);
-    wait_for_window_room(Duration::from_secs(4));
     // 120 requests from one client, alternating between the nodes, against a limit of 40: each
-    // node alone would admit 40 (80 in all).
-    let statuses = pair.send("alice", 120, None);
+    // node alone would admit 40 (80 in all). The property holds within one 10 s window: a run
+    // that a loaded machine stretched across a window boundary (the sliding window then rightly
+    // admits more) is repeated with a fresh client, at most three times.
+    let window = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_millis() / 10_000;
+    let mut statuses = Vec::new();
+    for attempt in 0..3 {
+        wait_for_window_room(Duration::from_secs(6));
+        let started = SystemTime::now();
+        statuses = pair.send(&format!("alice{attempt}"), 120, None);
+        if window(started) == window(SystemTime::now()) {
+            break;
+        }
+        eprintln!("attempt {attempt} straddled a window boundary; again");
+    }
     let ok = statuses.iter().filter(|&&s| s == 200).count();
     let refused = statuses.iter().filter(|&&s| s == 429).count();
     assert_eq!(ok + refused, 120, "{statuses:?}");
     eprintln!("cluster-wide limit 40: {ok} admitted of 120 over two nodes");
     assert!(
         (36..=44).contains(&ok),
-        "within 10 % of the limit: {ok} admitted\n{statuses:?}"
+        "within 10 % of the limit: {ok} admitted\n{statuses:?}\n--- node 0:\n{}\n--- node 1:\n{}",
+        pair.nodes[0]
+            .1
+            .metrics()
+            .lines()
+            .filter(|l| l.contains("rate_limit"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        pair.nodes[1]
+            .1
+            .metrics()
+            .lines()
+            .filter(|l| l.contains("rate_limit"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     // The store holds the cluster's count of the window.
     let stored = wait_until(Duration::from_secs(5), || {
