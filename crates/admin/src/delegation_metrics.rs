@@ -1,12 +1,20 @@
 //! Delegated-credential metrics (`tlsgate_delegated_credential_*`), per keyless certificate:
 //! issuance attempts by result, the current credential's expiry, and the handshakes it served.
 
-use crate::metrics::OcspLabels;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+/// One keyless certificate.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DelegationLabels {
+    /// Site name.
+    pub site: &'static str,
+    /// Key type of the certificate (as in `tlsgate_handshakes_total{cert}`).
+    pub cert: &'static str,
+}
 
 /// Labels of an issuance attempt.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -26,9 +34,9 @@ pub struct DelegationMetrics {
     /// Issuance attempts by result.
     pub issued: Family<DelegationIssueLabels, Counter>,
     /// Expiry (Unix seconds) of the credential being served; absent without one (scrape time).
-    pub expires: Family<OcspLabels, Gauge>,
+    pub expires: Family<DelegationLabels, Gauge>,
     /// Handshakes served with the credential (the client asked for one; no key-server request).
-    pub handshakes: Family<OcspLabels, Counter>,
+    pub handshakes: Family<DelegationLabels, Counter>,
 }
 
 impl DelegationMetrics {

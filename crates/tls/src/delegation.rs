@@ -307,32 +307,3 @@ impl DelegationRegistry {
         self.slots.lock().retain(|s| live.iter().any(|l| Arc::ptr_eq(l, s)));
     }
 }
-
-/// What `tlsgate check` says about delegated credentials: with them on, a keyless certificate
-/// without DelegationUsage gets none (a warning: it is still served, through the key servers).
-pub fn lint(config: &tlsgate_config::Config) -> Vec<tlsgate_config::Issue> {
-    let on = config.keyless.as_ref().is_some_and(|k| k.delegated_credentials.enabled);
-    if !on {
-        return Vec::new();
-    }
-    let mut issues = Vec::new();
-    for (i, site) in config.sites.iter().enumerate() {
-        for (j, cert) in site.certificates.iter().enumerate().filter(|(_, c)| c.key.is_none()) {
-            let Ok(chain) = crate::context::load_chain("chain", &cert.chain) else {
-                continue; // the chain lint reports it
-            };
-            let leaf = chain.first().and_then(|c| c.to_der().ok()).unwrap_or_default();
-            if !has_delegation_usage(&leaf) {
-                issues.push(tlsgate_config::Issue::warning(
-                    format!("site[{i}].certificate[{j}].chain"),
-                    format!(
-                        "{}: keyless certificate without the DelegationUsage extension ({DELEGATION_USAGE_OID}): \
-                         no delegated credential; every full handshake is signed by the key servers",
-                        cert.chain.display()
-                    ),
-                ));
-            }
-        }
-    }
-    issues
-}

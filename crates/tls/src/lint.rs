@@ -127,7 +127,7 @@ pub fn lint_config(config: &Config, anchors: &TrustAnchors, now_unix: i64) -> Ve
     }
     issues.extend(crate::client_auth::lint(config));
     issues.extend(crate::mldsa_check::lint(config));
-    issues.extend(crate::delegation::lint(config));
+    issues.extend(delegation_lint(config));
     issues
 }
 
@@ -479,6 +479,36 @@ pub fn flight_report(config: &Config) -> (Vec<String>, Vec<Issue>) {
         }
     }
     (info, issues)
+}
+
+/// What `tlsgate check` says about delegated credentials: with them on, a keyless certificate
+/// without DelegationUsage gets none (a warning: it is still served, through the key servers).
+fn delegation_lint(config: &Config) -> Vec<Issue> {
+    let on = config.keyless.as_ref().is_some_and(|k| k.delegated_credentials.enabled);
+    if !on {
+        return Vec::new();
+    }
+    let mut issues = Vec::new();
+    for (i, site) in config.sites.iter().enumerate() {
+        for (j, cert) in site.certificates.iter().enumerate().filter(|(_, c)| c.key.is_none()) {
+            let Ok(chain) = load_chain("chain", &cert.chain) else {
+                continue; // the chain lint reports it
+            };
+            let leaf = chain.first().and_then(|c| c.to_der().ok()).unwrap_or_default();
+            if !crate::delegation::has_delegation_usage(&leaf) {
+                issues.push(Issue::warning(
+                    format!("site[{i}].certificate[{j}].chain"),
+                    format!(
+                        "{}: keyless certificate without the DelegationUsage extension ({}): \
+                         no delegated credential; every full handshake is signed by the key servers",
+                        cert.chain.display(),
+                        tlsgate_wire::delegated_credential::DELEGATION_USAGE_OID
+                    ),
+                ));
+            }
+        }
+    }
+    issues
 }
 
 #[cfg(test)]

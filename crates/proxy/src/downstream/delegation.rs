@@ -16,8 +16,8 @@
 use crate::gateway::Gateway;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tlsgate_admin::delegation_metrics::DelegationIssueLabels;
-use tlsgate_admin::metrics::{intern, OcspLabels};
+use tlsgate_admin::delegation_metrics::{DelegationIssueLabels, DelegationLabels};
+use tlsgate_admin::metrics::intern;
 use tlsgate_admin::Metrics;
 use tlsgate_error::Classify;
 use tlsgate_tls::delegation::DelegationSlot;
@@ -45,7 +45,7 @@ pub fn export_metrics(gateway: &Gateway) {
     let m = &gateway.metrics.delegation;
     m.expires.clear();
     for slot in gateway.current().tls.delegation_slots() {
-        let labels = OcspLabels {
+        let labels = DelegationLabels {
             site: intern(&slot.site),
             cert: slot.cert,
         };
