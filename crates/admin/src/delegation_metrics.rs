@@ -35,7 +35,7 @@ pub struct DelegationMetrics {
     pub issued: Family<DelegationIssueLabels, Counter>,
     /// Expiry (Unix seconds) of the credential being served; absent without one (scrape time).
     pub expires: Family<DelegationLabels, Gauge>,
-    /// Handshakes served with the credential (the client asked for one; no key-server request).
+    /// Handshakes completed with the credential (BoringSSL selected it: no key-server request).
     pub handshakes: Family<DelegationLabels, Counter>,
 }
 
@@ -59,7 +59,7 @@ impl DelegationMetrics {
         );
         registry.register(
             "delegated_credential_handshakes",
-            "Handshakes offered the delegated credential (the client asked for one): no key-server signature",
+            "Handshakes completed with the delegated credential (selected by BoringSSL): no key-server signature",
             m.handshakes.clone(),
         );
         m

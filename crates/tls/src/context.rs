@@ -507,11 +507,8 @@ fn front_builder(
                     crate::ocsp::staple(&mut hello, staple.as_ref());
                     // Ahead of the certificate's own key (BoringSSL prefers added credentials),
                     // used only if the client asked for one with our scheme.
-                    if let Some(issued) = delegated {
-                        hello
-                            .ssl_mut()
-                            .add_credential(&issued.credential)
-                            .map_err(|_| AsyncSelectCertError)?;
+                    if let Some(offered) = delegated {
+                        crate::delegation::attach(hello.ssl_mut(), offered).map_err(|_| AsyncSelectCertError)?;
                     }
                     Ok(())
                 }

@@ -167,7 +167,7 @@ impl DelegationSlot {
         self.current.store(Some(Arc::new(issued)));
     }
 
-    /// Counts a handshake offered the credential.
+    /// Counts a handshake served with the credential.
     pub fn count_handshake(&self) {
         self.handshakes.fetch_add(1, Ordering::Relaxed);
     }
@@ -227,17 +227,51 @@ impl DelegationSlot {
     }
 }
 
+/// A credential offered to one connection, and its slot (kept on the connection until its
+/// handshake completes, to count whether it was used).
+pub(crate) struct Offered {
+    slot: Arc<DelegationSlot>,
+    issued: Arc<Issued>,
+}
+
+static OFFERED: std::sync::LazyLock<boring::ex_data::Index<boring::ssl::Ssl, Offered>> =
+    std::sync::LazyLock::new(|| boring::ssl::Ssl::new_ex_index().expect("BoringSSL ex_data index"));
+
 /// The credential to add to a connection whose ClientHello is `hello`: the slot's current one,
-/// when the client asked for delegated credentials with [`CREDENTIAL_SCHEME`] (counted).
-pub(crate) fn offer(slot: Option<&Arc<DelegationSlot>>, hello: &boring::ssl::ClientHello<'_>) -> Option<Arc<Issued>> {
+/// when the client asked for delegated credentials with [`CREDENTIAL_SCHEME`].
+pub(crate) fn offer(slot: Option<&Arc<DelegationSlot>>, hello: &boring::ssl::ClientHello<'_>) -> Option<Offered> {
     let slot = slot?;
     let asked = hello.get_extension(boring::ssl::ExtensionType::DELEGATED_CREDENTIAL)?;
     if !tlsgate_wire::delegated_credential::offers_scheme(asked, CREDENTIAL_SCHEME) {
         return None;
     }
-    let issued = slot.current()?;
-    slot.count_handshake();
-    Some(issued)
+    Some(Offered {
+        issued: slot.current()?,
+        slot: slot.clone(),
+    })
+}
+
+/// Adds the offered credential to the connection (ahead of the certificate's own key: BoringSSL
+/// prefers added credentials) and counts the handshake if it ends up using it.
+pub(crate) fn attach(ssl: &mut boring::ssl::SslRef, offered: Offered) -> Result<(), boring::error::ErrorStack> {
+    ssl.add_credential(&offered.issued.credential)?;
+    ssl.set_ex_data(*OFFERED, offered);
+    crate::ffi::on_handshake_done::<CountUse>(ssl);
+    Ok(())
+}
+
+/// Counts a completed handshake that used the credential (a resumed one, or one BoringSSL
+/// served otherwise, is not counted).
+struct CountUse;
+
+impl crate::ffi::HandshakeDone for CountUse {
+    fn done(ssl: &boring::ssl::SslRef) {
+        if let Some(o) = ssl.ex_data(*OFFERED) {
+            if crate::ffi::selected_credential_is(ssl, &o.issued.credential) {
+                o.slot.count_handshake();
+            }
+        }
+    }
 }
 
 /// Every delegation slot of the running configuration (for the renewal task and the metrics),

@@ -588,3 +588,39 @@ pub fn delegated_credential(
     }
     Ok(cred)
 }
+
+/// What to do when a connection's handshake completes (while BoringSSL still knows which
+/// credential it used): [`on_handshake_done`] installs `T::done` for one connection.
+pub trait HandshakeDone {
+    /// Called once, when the handshake of `ssl` completes.
+    fn done(ssl: &SslRef);
+}
+
+/// Calls `T::done` when this connection's handshake completes (BoringSSL's info callback,
+/// `SSL_CB_HANDSHAKE_DONE`; the connection's own, so the contexts stay untouched).
+pub fn on_handshake_done<T: HandshakeDone>(ssl: &mut SslRef) {
+    unsafe extern "C" fn trampoline<T: HandshakeDone>(
+        ssl: *const boring_sys::SSL,
+        kind: std::os::raw::c_int,
+        _value: std::os::raw::c_int,
+    ) {
+        if kind & boring_sys::SSL_CB_HANDSHAKE_DONE as std::os::raw::c_int != 0 {
+            // SAFETY: BoringSSL calls the info callback with the live SSL it belongs to, for the
+            // duration of the call; only a shared reference is made from it.
+            let ssl = unsafe { SslRef::from_ptr(ssl.cast_mut()) };
+            T::done(ssl);
+        }
+    }
+    // SAFETY: `ssl` is a live SSL owned by the caller; the callback is a plain function that
+    // only reads the SSL it is given.
+    unsafe { boring_sys::SSL_set_info_callback(ssl.as_ptr(), Some(trampoline::<T>)) };
+}
+
+/// Whether `cred` is the credential the current handshake of `ssl` selected (only meaningful
+/// during the handshake, e.g. from [`HandshakeDone::done`]).
+pub fn selected_credential_is(ssl: &SslRef, cred: &boring::ssl::SslCredentialRef) -> bool {
+    // SAFETY: `ssl` is live for the call; BoringSSL returns a pointer it owns (or NULL), which is
+    // only compared, never dereferenced.
+    let selected = unsafe { boring_sys::SSL_get0_selected_credential(ssl.as_ptr()) };
+    !selected.is_null() && std::ptr::eq(selected, cred.as_ptr())
+}
