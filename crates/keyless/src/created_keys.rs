@@ -2,8 +2,9 @@
 //! through ACME). The key server makes the key and the CSR for the names asked — never a
 //! signature over data a gateway chose — writes the key (PKCS#8, mode 0600) to
 //! `[new_keys] dir` as `<hex of the creator's identity>.<first 16 hex digits of its id>.key`, and
-//! serves it at once. The key never leaves the key server. Only its creator (the gateway identity
-//! that asked, `spki:` preferred) may use it, besides what `[[client]]` tables grant; at most
+//! serves it at once. The key never leaves the key server. Only gateways with its creator's
+//! identity (`cn:` preferred: a gateway cluster's nodes share a name) may use it, besides what
+//! `[[client]]` tables grant by key id — never everyone, even without tables; at most
 //! `max_per_client` keys per creator. At start the directory is loaded with the other keys, the
 //! creator read back from each file name.
 
@@ -34,12 +35,12 @@ pub enum CreateError {
     Load(#[from] KeyStoreError),
 }
 
-/// The identity that owns the keys a connection creates: its `spki:` identity (unique to its
-/// certificate's key) when it has one, else its first.
+/// The identity that owns the keys a connection creates: its `cn:` identity when it has one
+/// (the nodes of a gateway cluster share a name, not a key), else its first.
 pub fn creator(identities: &[String]) -> Option<&str> {
     identities
         .iter()
-        .find(|i| i.starts_with("spki:"))
+        .find(|i| i.starts_with("cn:"))
         .or(identities.first())
         .map(String::as_str)
 }
@@ -155,6 +156,7 @@ mod tests {
         let mut store = KeyStore::default();
         assert_eq!(load(dir.path(), &mut store).unwrap(), 1);
         assert_eq!(store.get(&key.id).unwrap().creator.as_deref(), Some("spki:ab"));
-        assert_eq!(creator(&["cn:x".into(), "spki:1".into()]), Some("spki:1"));
+        assert_eq!(creator(&["spki:1".into(), "cn:x".into()]), Some("cn:x"));
+        assert_eq!(creator(&["spki:1".into()]), Some("spki:1"));
     }
 }

@@ -461,14 +461,21 @@ fn submit(
     s: &Shared,
     conn: &mut Conn,
 ) {
-    let found = s.keys.read().get(&key_id).or_else(|| rescan_created(s, &key_id));
+    // Two statements: the read guard must be gone before a rescan takes the write lock.
+    let known = s.keys.read().get(&key_id);
+    let found = known.or_else(|| rescan_created(s, &key_id));
     let Some(key) = found else {
         tracing::warn!(peer = %conn.peer, key_id = %hex(&key_id), "request for an unknown key id");
         s.metrics.error("unknown_key");
         return answer(tx, id, Response::Error(ErrorCode::UnknownKey));
     };
-    let created_for_it = key.creator.as_ref().is_some_and(|c| conn.ids.contains(c));
-    if !conn.access.allows(&key_id) && !created_for_it {
+    // A created key: its creator's identity, or an explicit [[client]] grant; never the
+    // everyone-may-use-everything default.
+    let permitted = match &key.creator {
+        Some(c) => conn.ids.contains(c) || (s.permissions.is_configured() && conn.access.allows(&key_id)),
+        None => conn.access.allows(&key_id),
+    };
+    if !permitted {
         let why = "this client may not use the key ([[client]] permissions)";
         return refuse(tx, id, s, conn, &key.name, "not_permitted", why);
     }

@@ -663,3 +663,84 @@ fn credentials_are_issued_only_for_delegation_certificates_and_short_validities(
         1.0
     );
 }
+
+fn new_key_request(names: &[&str]) -> Request {
+    let req = tlsgate_keyless::new_key::NewKey {
+        kind: tlsgate_keyless::new_key::NewKeyKind::EcdsaP256,
+        names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    Request::NewKey(tlsgate_keyless::new_key::encode(&req).unwrap())
+}
+
+/// The key id of a CSR's public key.
+fn csr_key_id(csr: &[u8]) -> KeyId {
+    let public = boring::x509::X509Req::from_der(csr).unwrap().public_key().unwrap();
+    tlsgate_keyless::keystore::key_id(&public).unwrap()
+}
+
+#[test]
+fn new_keys_are_made_only_where_enabled_for_their_creator_within_a_cap_and_found_across_a_shared_directory() {
+    let setup = KeylessSetup::new();
+    // No [new_keys]: refused.
+    let plain = setup.keyserver();
+    let mut s = connect(&setup.pki, &setup.client, plain.port);
+    assert_eq!(
+        call(&mut s, 1, &new_key_request(&["a.test"])),
+        Some(Response::Error(ErrorCode::Refused))
+    );
+    assert_eq!(refused(&plain, "new_keys_disabled"), 1.0);
+
+    let shared = setup.pki.path("created");
+    let extra = format!("[new_keys]\ndir = {}\nmax_per_client = 2\n", toml_path(&shared));
+    let ks = start_keyserver(&setup.pki, &setup.files, free_port(), &[&setup.keys], &extra);
+    let mut s = connect(&setup.pki, &setup.client, ks.port);
+    // A payload that is not lower-case DNS names: refused before any key is made.
+    let bad = Request::NewKey(vec![1, 1, 5, b'A', b'.', b'T', b'S', b'T']);
+    assert_eq!(call(&mut s, 2, &bad), Some(Response::Error(ErrorCode::Refused)));
+    assert_eq!(refused(&ks, "new_key_name"), 1.0);
+    // Two keys for this gateway, then the cap.
+    let mut ids = Vec::new();
+    for id in 3..5 {
+        match call(&mut s, id, &new_key_request(&["a.test", "www.a.test"])) {
+            Some(Response::Created(csr)) => ids.push(csr_key_id(&csr)),
+            other => panic!("no key created: {other:?}"),
+        }
+    }
+    assert_eq!(
+        call(&mut s, 5, &new_key_request(&["a.test"])),
+        Some(Response::Error(ErrorCode::Refused))
+    );
+    assert_eq!(refused(&ks, "new_key_limit"), 1.0);
+    assert_eq!(ks.proc.metric("tlsgate_keyserver_keys_created_total", &[]), 2.0);
+    // Its creator signs with it; another gateway identity may not.
+    assert!(matches!(
+        sign(&mut s, ids[0], ECDSA_P256_SHA256, &tls13_input(32)),
+        Some(Response::Signature(_))
+    ));
+    let other = client_cert(&setup.pki, "other-gateway", "gateway-2");
+    let mut o = connect(&setup.pki, &other, ks.port);
+    assert_eq!(
+        sign(&mut o, ids[0], ECDSA_P256_SHA256, &tls13_input(32)),
+        Some(Response::Error(ErrorCode::Refused))
+    );
+    assert!(refused(&ks, "not_permitted") >= 1.0);
+    // A second key server, started before the key existed and sharing the directory, finds it
+    // when asked to sign with it.
+    let empty = setup.pki.path("empty-keys");
+    std::fs::create_dir_all(&empty).unwrap();
+    let ks2 = start_keyserver(&setup.pki, &setup.files, free_port(), &[&empty], &extra);
+    let third = client_cert(&setup.pki, "third-gateway", "gateway-3");
+    let mut t = connect(&setup.pki, &third, ks.port);
+    let late = match call(&mut t, 7, &new_key_request(&["b.test"])) {
+        Some(Response::Created(csr)) => csr_key_id(&csr),
+        other => panic!("no key created: {other:?}"),
+    };
+    let mut t2 = connect(&setup.pki, &third, ks2.port);
+    let answer = sign(&mut t2, late, ECDSA_P256_SHA256, &tls13_input(32));
+    assert!(
+        matches!(answer, Some(Response::Signature(_))),
+        "{answer:?}\n{}",
+        ks2.proc.log()
+    );
+    assert!(ks2.proc.log().contains("key created by another key server loaded"));
+}

@@ -39,8 +39,9 @@ pub async fn serve_redirect(
     let status = StatusCode::from_u16(config.redirect_status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
     let metrics = gateway.metrics.clone();
     let acme = gateway.sessions.acme.clone();
+    let https_port = config.https_port;
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-        let (acme, metrics, config) = (acme.clone(), metrics.clone(), config.clone());
+        let (acme, metrics) = (acme.clone(), metrics.clone());
         async move {
             // ACME HTTP-01: a pending token's key authorization (this node's, or one another
             // node of the cluster published) instead of the redirect.
@@ -50,7 +51,7 @@ pub async fn serve_redirect(
             } else {
                 None
             };
-            let response: Response<Body> = match location(&req, config.https_port) {
+            let response: Response<Body> = match location(&req, https_port) {
                 _ if challenge.is_some() => Response::builder()
                     .header(header::CONTENT_TYPE, "application/octet-stream")
                     .body(full(Bytes::from(challenge.unwrap_or_default())))
