@@ -2,7 +2,7 @@
 //! buffer (no intermediate string per field), and the chunk framing of a streamed upload.
 
 use bytes::{BufMut, BytesMut};
-use http::header::{HeaderMap, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{HeaderMap, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::Method;
 
 /// How the request body is framed on the wire.
@@ -22,17 +22,42 @@ fn announces_empty_body(method: &Method) -> bool {
     matches!(*method, Method::POST | Method::PUT | Method::PATCH)
 }
 
-/// Writes `METHOD target HTTP/1.1`, `headers` (minus any framing fields: the framing written
-/// is `body`'s) and the blank line into `out`. `target` is the origin-form (`/path?query`).
-/// The caller has checked `target` (it comes from a parsed `Uri`) and `http` guarantees names and
-/// values free of CR and LF, so nothing here can split the head.
-pub fn encode_head(method: &Method, target: &str, headers: &HeaderMap, body: Body, out: &mut BytesMut) {
+/// What [`encode_head`] writes: read in place, so every attempt of a request (a retry, another
+/// connection) encodes the same prepared fields without copying them.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The origin-form target (`/path?query`), checked by the caller.
+    pub target: &'a str,
+    /// The fields, framing fields excepted (the framing written is the body's).
+    pub headers: &'a HeaderMap,
+    /// Written as `host` when `headers` has no `Host` (the origin server's authority).
+    pub default_host: Option<&'a str>,
+}
+
+/// Writes `METHOD target HTTP/1.1`, the head's fields (minus any framing fields: the framing
+/// written is `body`'s) and the blank line into `out`. The caller has checked `target` (no
+/// byte outside visible ASCII) and `http` guarantees names and values free of CR and LF, so
+/// nothing here can split the head; `default_host` is an authority the caller parsed.
+pub fn encode_head(head: &RequestHead<'_>, body: Body, out: &mut BytesMut) {
+    let RequestHead {
+        method,
+        target,
+        headers,
+        default_host,
+    } = *head;
     let estimate = 32 + target.len() + headers.len() * 32;
     out.reserve(estimate);
     out.put_slice(method.as_str().as_bytes());
     out.put_u8(b' ');
     out.put_slice(target.as_bytes());
     out.put_slice(b" HTTP/1.1\r\n");
+    if let Some(host) = default_host.filter(|_| !headers.contains_key(HOST)) {
+        out.put_slice(b"host: ");
+        out.put_slice(host.as_bytes());
+        out.put_slice(b"\r\n");
+    }
     for (name, value) in headers {
         if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
             continue;
@@ -115,7 +140,13 @@ mod tests {
             map.append(*k, HeaderValue::from_static(v));
         }
         let mut out = BytesMut::new();
-        encode_head(&method, "/a?b=1", &map, body, &mut out);
+        let head = RequestHead {
+            method: &method,
+            target: "/a?b=1",
+            headers: &map,
+            default_host: Some("origin:8080"),
+        };
+        encode_head(&head, body, &mut out);
         String::from_utf8(out.to_vec()).unwrap()
     }
 
@@ -125,6 +156,11 @@ mod tests {
             head(Method::GET, &[("host", "h"), ("x-a", "1"), ("x-a", "2")], Body::None),
             "GET /a?b=1 HTTP/1.1\r\nhost: h\r\nx-a: 1\r\nx-a: 2\r\n\r\n"
         );
+        // Without the client's `Host`, the origin server's authority.
+        assert_eq!(
+            head(Method::GET, &[("x-a", "1")], Body::None),
+            "GET /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\nx-a: 1\r\n\r\n"
+        );
         // The client's framing fields never pass: the framing is the one written.
         assert_eq!(
             head(
@@ -132,23 +168,23 @@ mod tests {
                 &[("content-length", "99"), ("transfer-encoding", "chunked")],
                 Body::Length(1234567)
             ),
-            "POST /a?b=1 HTTP/1.1\r\ncontent-length: 1234567\r\n\r\n"
+            "POST /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\ncontent-length: 1234567\r\n\r\n"
         );
         assert_eq!(
             head(Method::PUT, &[], Body::Chunked),
-            "PUT /a?b=1 HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
+            "PUT /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\ntransfer-encoding: chunked\r\n\r\n"
         );
         assert_eq!(
             head(Method::POST, &[], Body::None),
-            "POST /a?b=1 HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
+            "POST /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\ncontent-length: 0\r\n\r\n"
         );
         assert_eq!(
             head(Method::DELETE, &[("content-length", "0")], Body::None),
-            "DELETE /a?b=1 HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
+            "DELETE /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\ncontent-length: 0\r\n\r\n"
         );
         assert_eq!(
             head(Method::GET, &[], Body::Length(0)),
-            "GET /a?b=1 HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
+            "GET /a?b=1 HTTP/1.1\r\nhost: origin:8080\r\ncontent-length: 0\r\n\r\n"
         );
     }
 

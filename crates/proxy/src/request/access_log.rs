@@ -63,15 +63,24 @@ impl Outcome {
     }
 }
 
+/// What only the log line needs from the request, taken when the access log is on.
+struct LineFields {
+    uri: Uri,
+    host: Option<HeaderValue>,
+    user_agent: Option<HeaderValue>,
+    /// `log.access_log_ja4`.
+    ja4: bool,
+}
+
 /// One request's record: logged and counted exactly once, when the response body ends or when
 /// the record is dropped (see the module documentation).
 pub struct RequestLog {
     ctx: Arc<ConnContext>,
     started: Instant,
     method: Method,
-    uri: Uri,
-    host: Option<HeaderValue>,
-    user_agent: Option<HeaderValue>,
+    /// `None` with the access log off (the configuration when the request arrived): nothing of
+    /// the request is copied for a line that is not written.
+    line: Option<LineFields>,
     status: Option<StatusCode>,
     upstream: UpstreamFacts,
     bytes_out: u64,
@@ -79,17 +88,21 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    /// Starts the record of `req` (call first thing: its time is the request's start).
-    pub fn new<B>(ctx: &Arc<ConnContext>, req: &Request<B>) -> Self {
+    /// Starts the record of `req` (call first thing: its time is the request's start), with a
+    /// log line when `log` (the configuration's `[log]`) has the access log on.
+    pub fn new<B>(ctx: &Arc<ConnContext>, req: &Request<B>, log: &tlsgate_config::LogConfig) -> Self {
         // In flight until finished: the connection's idle timeout does not run meanwhile.
         ctx.activity.request_started();
         Self {
             ctx: ctx.clone(),
             started: Instant::now(),
             method: req.method().clone(),
-            uri: req.uri().clone(),
-            host: req.headers().get(header::HOST).cloned(),
-            user_agent: req.headers().get(header::USER_AGENT).cloned(),
+            line: log.access_log.then(|| LineFields {
+                uri: req.uri().clone(),
+                host: req.headers().get(header::HOST).cloned(),
+                user_agent: req.headers().get(header::USER_AGENT).cloned(),
+                ja4: log.access_log_ja4,
+            }),
             status: None,
             upstream: UpstreamFacts::default(),
             bytes_out: 0,
@@ -153,18 +166,17 @@ impl RequestLog {
                 })
                 .inc();
         }
-        let current = ctx.gateway.current();
-        if !current.config.log.access_log {
+        let Some(line) = &self.line else {
             return;
-        }
+        };
         let tls = &ctx.tls;
         // Only with `log.access_log_ja4` (the fingerprint may be computed for another feature).
-        let ja4 = tls.ja4.as_deref().filter(|_| current.config.log.access_log_ja4);
+        let ja4 = tls.ja4.as_deref().filter(|_| line.ja4);
         let up = &self.upstream;
         fn text(v: &Option<HeaderValue>) -> Option<&str> {
             v.as_ref().and_then(|v| v.to_str().ok())
         }
-        let host = text(&self.host).or_else(|| self.uri.authority().map(|a| a.as_str()));
+        let host = text(&line.host).or_else(|| line.uri.authority().map(|a| a.as_str()));
         tracing::info!(
             target: TARGET,
             client = %ctx.peer,
@@ -180,8 +192,8 @@ impl RequestLog {
             ech = tls.ech,
             method = %self.method,
             host = %host.unwrap_or("-"),
-            path = %self.uri.path_and_query().map_or("/", |p| p.as_str()),
-            user_agent = text(&self.user_agent).unwrap_or("-"),
+            path = %line.uri.path_and_query().map_or("/", |p| p.as_str()),
+            user_agent = text(&line.user_agent).unwrap_or("-"),
             status,
             outcome = outcome.as_str(),
             bytes_in = up.upload.as_ref().map_or(0, |u| u.bytes()),

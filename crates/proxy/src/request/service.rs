@@ -197,7 +197,8 @@ pub async fn handle(
     mut req: Request<ClientBody>,
     stream_interim: Option<InterimTo<'_>>,
 ) -> Result<Response<AccessBody>, Infallible> {
-    let mut log = RequestLog::new(&ctx, &req);
+    let current = ctx.gateway.current();
+    let mut log = RequestLog::new(&ctx, &req, &current.config.log);
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
         let stats = &ctx.gateway.sessions.early_data.stats;
         if !safe_in_early_data(&req) {
@@ -211,7 +212,6 @@ pub async fn handle(
         req.headers_mut()
             .insert("early-data", http::HeaderValue::from_static("1"));
     }
-    let current = ctx.gateway.current();
     let (generation, site_idx) = match current.site_index(&ctx.site) {
         Some(i) => (current, i),
         None => (

@@ -8,13 +8,16 @@
 //!
 //! Failures are an [`ExchangeError`]: which step failed, and whether it happened before a
 //! response head arrived ([`ExchangeError::before_response`], the retry policy's contract). A
-//! reused connection that fails before any byte of the request was written hands the request
-//! back ([`Failed::Unsent`]) so that it can go on another connection.
+//! reused connection that fails before any byte of the request was written hands the request's
+//! body back ([`Failed::Unsent`]) so that it can go on another connection.
+//!
+//! The head is read in place ([`RequestHead`]): the request's prepared fields are encoded
+//! straight from where the request path keeps them, for every attempt, never copied.
 
 use crate::body::{Body, BoxError};
 use crate::interim::InterimSink;
 use bytes::{Bytes, BytesMut};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::io;
@@ -22,6 +25,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tlsgate_error::{Classify, Side};
 use tlsgate_h1::chunked::{Chunk, Decoder};
+pub use tlsgate_h1::request::RequestHead;
 use tlsgate_h1::request::{self as wire_request, CHUNK_END};
 use tlsgate_h1::response::{self as wire_response, Head};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -111,11 +115,11 @@ impl Classify for ExchangeError {
     }
 }
 
-/// How an exchange failed: the request back untouched (a reused connection that had closed:
-/// nothing was written), or an error.
+/// How an exchange failed: the request's body back untouched (a reused connection that had
+/// closed: nothing was written), or an error.
 pub enum Failed {
-    /// Nothing of the request was written; it can go on another connection.
-    Unsent(Box<Request<Body>>),
+    /// Nothing of the request was written; it can go on another connection with this body.
+    Unsent(Body),
     /// The exchange failed.
     Error(ExchangeError),
 }
@@ -147,19 +151,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
         )
     }
 
-    /// Sends `req` (its URI in origin-form, its headers ready for the origin) and reads the
-    /// response head. `give_back` takes the connection once the response body has ended cleanly
-    /// and the connection may carry another request.
+    /// Sends the request `head` with `body` (the head's fields ready for the origin) and reads
+    /// the response head. `give_back` takes the connection once the response body has ended
+    /// cleanly and the connection may carry another request.
     pub async fn send<G: GiveBack<T>>(
         mut self,
-        req: Request<Body>,
+        head: &RequestHead<'_>,
+        mut body: Body,
         give_back: G,
         interim: Option<InterimSink<'_>>,
     ) -> Result<Response<H1Body<T, G>>, Failed> {
-        let head_request = req.method() == Method::HEAD;
+        let head_request = *head.method == Method::HEAD;
         let reused = self.requests > 0;
         self.requests = self.requests.saturating_add(1);
-        let (parts, mut body) = req.into_parts();
         let framing = if http_body::Body::is_end_stream(&body) {
             wire_request::Body::None
         } else {
@@ -168,13 +172,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
                 None => wire_request::Body::Chunked,
             }
         };
-        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         self.write.clear();
-        wire_request::encode_head(&parts.method, target, &parts.headers, framing, &mut self.write);
+        wire_request::encode_head(head, framing, &mut self.write);
         if framing == wire_request::Body::None {
             match self.write_buffer().await {
                 Ok(()) => {}
-                Err((0, _)) if reused => return Err(Failed::Unsent(Box::new(Request::from_parts(parts, body)))),
+                Err((0, _)) if reused => return Err(Failed::Unsent(body)),
                 Err((_, e)) => return Err(Failed::Error(ExchangeError::Write(e))),
             }
         } else if let Err(e) = self.send_body(&mut body, framing).await {

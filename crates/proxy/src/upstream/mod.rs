@@ -37,9 +37,9 @@ use crate::upstream::request_body::TrackedBody;
 use balance::Balancer;
 use bytes::Bytes;
 use connect::ConnectError;
-use http::{header, HeaderValue, Request, Response, Uri, Version};
+use http::{header, Request, Response};
 use http_body_util::BodyExt;
-use pool::{OriginPool, SendError, Wire};
+use pool::{OriginPool, SendError};
 use replay::Replay;
 use retry::{Failure, RequestKind, RetryBudget, RetryPolicy, RetryToken};
 use server::{InFlight, UpstreamServer};
@@ -200,10 +200,14 @@ impl UpstreamGroup {
             return Err(ProxyError::NoUpstreamServer);
         }
 
-        let path: Uri = down
-            .path_and_query
-            .parse()
-            .map_err(|_| ProxyError::BadRequest("request target"))?;
+        // Read in place by every attempt (`pool::Outgoing`): never copied for HTTP/1.1.
+        if !valid_target(down.path_and_query) {
+            return Err(ProxyError::BadRequest("request target"));
+        }
+        let out = pool::Outgoing {
+            parts: &parts,
+            target: down.path_and_query,
+        };
         let kind = RequestKind::of(&parts.method, &parts.headers, bodiless, upgrade.is_some());
         let (tracked, sent) = TrackedBody::new(body);
         facts.upload = Some(sent.clone());
@@ -251,9 +255,6 @@ impl UpstreamGroup {
                 Some(b) => b.boxed_unsync(),
                 None => full(Bytes::new()),
             };
-            let mut out = Request::from_parts(parts.clone(), req_body);
-            *out.uri_mut() = path.clone();
-            let shape = |req: &mut Request<Body>, wire: Wire| shape(req, wire, server, &path);
             let started = Instant::now();
             facts.server = Some(server.authority.clone());
             // Counted until the response body ends or is dropped (client gone, stream reset).
@@ -272,7 +273,7 @@ impl UpstreamGroup {
                     sink => sink,
                 },
             };
-            let send = self.pool.send(server, out, shape, metrics, opts);
+            let send = self.pool.send(server, out, req_body, metrics, opts);
             let result = if sent.is_done() {
                 // No body to watch (most requests): the thread's shared timer, not a timer-wheel
                 // entry per request.
@@ -333,6 +334,8 @@ impl UpstreamGroup {
                     };
                     (error, Failure::Connect)
                 }
+                // hyper's clients refused the target: the client's request, no attempt made.
+                Ok(Err(SendError::Target)) => return Err(ProxyError::BadRequest("request target")),
                 Ok(Err(SendError::Queue(e))) => {
                     tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "request not sent");
                     (ProxyError::from(e), Failure::Other)
@@ -426,39 +429,11 @@ impl UpstreamGroup {
     }
 }
 
-/// Puts a request into the form of `wire`: HTTP/1.1 gets the origin-form target and a `Host`
-/// (the client's, set by `prepare_request`, else the server's); HTTP/2 gets an absolute URI
-/// whose authority is the client's host (`:authority`) and no `Host` field.
-fn shape(req: &mut Request<Body>, wire: Wire, server: &UpstreamServer, path: &Uri) {
-    match wire {
-        Wire::Http1 => {
-            *req.version_mut() = Version::HTTP_11;
-            *req.uri_mut() = path.clone();
-            if !req.headers().contains_key(header::HOST) {
-                if let Ok(host) = HeaderValue::from_str(server.authority.as_str()) {
-                    req.headers_mut().insert(header::HOST, host);
-                }
-            }
-        }
-        Wire::Http2 => {
-            *req.version_mut() = Version::HTTP_2;
-            let authority = req
-                .headers_mut()
-                .remove(header::HOST)
-                .and_then(|h| http::uri::Authority::try_from(h.as_bytes()).ok())
-                .unwrap_or_else(|| server.authority.clone());
-            let mut parts = path.clone().into_parts();
-            parts.scheme = Some(if server.tls {
-                http::uri::Scheme::HTTPS
-            } else {
-                http::uri::Scheme::HTTP
-            });
-            parts.authority = Some(authority);
-            if let Ok(uri) = Uri::from_parts(parts) {
-                *req.uri_mut() = uri;
-            }
-        }
-    }
+/// Whether a forwarded target can go on the HTTP/1.1 wire as it is: origin-form, visible ASCII
+/// only (the normalised path and the client's query always are; a route's rewrite is checked
+/// here too), so that nothing can split the request head.
+fn valid_target(target: &str) -> bool {
+    target.starts_with('/') && target.bytes().all(|b| b.is_ascii_graphic() && b != b'#')
 }
 
 /// Closes the group's idle connections that outlived `idle_timeout`, until the group is gone.
@@ -499,6 +474,16 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
     use tlsgate_config::Balance;
+
+    #[test]
+    fn only_origin_form_visible_ascii_targets_go_on_the_wire() {
+        for ok in ["/", "/a/b?c=d&e=%20f", "/%2F?x=\"{}\"", "/~user/a.b_c-d"] {
+            assert!(valid_target(ok), "{ok}");
+        }
+        for bad in ["", "a/b", "/a b", "/a\r\nx: y", "/a\tb", "/a#frag", "/caf\u{e9}", "*"] {
+            assert!(!valid_target(bad), "{bad:?}");
+        }
+    }
 
     fn group(servers: &[&str], balance: Balance) -> UpstreamGroup {
         let text = format!(

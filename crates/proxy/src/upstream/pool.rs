@@ -17,13 +17,14 @@
 
 use super::connect::{self, ConnectError, ProxyPair, Transport};
 use super::conns::{Idle, LEARNT_H1, LEARNT_H2};
-use super::exchange::{BodyError, ExchangeError, Failed, GiveBack, H1Body, H1Conn};
+use super::exchange::{BodyError, ExchangeError, Failed, GiveBack, H1Body, H1Conn, RequestHead};
 use super::forwarding::is_grpc;
 use super::limit::{ConnSlot, QueueError, Room};
 use super::server::UpstreamServer;
 use crate::body::Body;
 use crate::interim::InterimSink;
-use http::{Request, Response};
+use http::header::{self, HeaderValue};
+use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -59,6 +60,72 @@ pub struct SendOpts<'a> {
     pub interim: Option<InterimSink<'a>>,
 }
 
+/// A request as prepared for a group's servers (hop-by-hop fields removed, forwarding fields
+/// added), kept by the request path and read in place by every attempt: the HTTP/1.1 exchange
+/// encodes it from here; hyper's clients (HTTP/2, upgrades) get a copy shaped for their wire.
+#[derive(Clone, Copy)]
+pub struct Outgoing<'a> {
+    /// Method, fields and extensions.
+    pub parts: &'a http::request::Parts,
+    /// The origin-form target (`/path?query`), visible ASCII only (checked by the caller).
+    pub target: &'a str,
+}
+
+impl Outgoing<'_> {
+    /// The head the HTTP/1.1 exchange writes: the client's `Host` (set by `prepare_request`),
+    /// else the server's authority.
+    fn head<'s>(&'s self, server: &'s UpstreamServer) -> RequestHead<'s> {
+        RequestHead {
+            method: &self.parts.method,
+            target: self.target,
+            headers: &self.parts.headers,
+            default_host: Some(server.authority.as_str()),
+        }
+    }
+
+    /// A copy for hyper's clients (a target that is no URI is refused, the body discarded), in
+    /// the form of `wire`: HTTP/1.1 gets the origin-form target
+    /// and a `Host` (the client's, else the server's); HTTP/2 an absolute URI whose authority is
+    /// the client's host (`:authority`) and no `Host` field.
+    fn request(&self, body: Body, wire: Wire, server: &UpstreamServer) -> Result<Request<Body>, SendError> {
+        let Ok(path) = Uri::try_from(self.target) else {
+            discard_unsent(self, body);
+            return Err(SendError::Target);
+        };
+        let mut req = Request::from_parts(self.parts.clone(), body);
+        match wire {
+            Wire::Http1 => {
+                *req.version_mut() = Version::HTTP_11;
+                *req.uri_mut() = path;
+                if !req.headers().contains_key(header::HOST) {
+                    if let Ok(host) = HeaderValue::from_str(server.authority.as_str()) {
+                        req.headers_mut().insert(header::HOST, host);
+                    }
+                }
+            }
+            Wire::Http2 => {
+                *req.version_mut() = Version::HTTP_2;
+                let authority = req
+                    .headers_mut()
+                    .remove(header::HOST)
+                    .and_then(|h| http::uri::Authority::try_from(h.as_bytes()).ok())
+                    .unwrap_or_else(|| server.authority.clone());
+                let mut parts = path.into_parts();
+                parts.scheme = Some(if server.tls {
+                    http::uri::Scheme::HTTPS
+                } else {
+                    http::uri::Scheme::HTTP
+                });
+                parts.authority = Some(authority);
+                if let Ok(uri) = Uri::from_parts(parts) {
+                    *req.uri_mut() = uri;
+                }
+            }
+        }
+        Ok(req)
+    }
+}
+
 /// Why a request could not be exchanged with an origin.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -78,6 +145,10 @@ pub enum SendError {
     /// queue; nothing was sent.
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// The request's target is not a URI hyper's clients take (HTTP/2, upgrades); nothing was
+    /// sent. The client's request, not the origin, is at fault.
+    #[error("the request target is not a valid URI")]
+    Target,
 }
 
 impl SendError {
@@ -121,11 +192,15 @@ impl SendError {
 
 impl Classify for SendError {
     fn side(&self) -> Side {
-        Side::Upstream
+        match self {
+            Self::Target => Side::Downstream,
+            _ => Side::Upstream,
+        }
     }
 
     fn kind(&self) -> &'static str {
         match self {
+            Self::Target => "bad_request",
             Self::Connect(e) => e.kind(),
             Self::Exchange(_) => "protocol",
             Self::Http1(e) => e.kind(),
@@ -210,14 +285,13 @@ impl OriginPool {
         }
     }
 
-    /// Sends `req` to `server` on a pooled or new connection. `shape` turns the request into the
-    /// form of the wire chosen (origin-form and `Host` for HTTP/1.1, absolute URI for HTTP/2).
-    /// See [`SendOpts`] for the rest.
+    /// Sends the request `out` with `body` to `server` on a pooled or new connection; see
+    /// [`SendOpts`] for the rest.
     pub async fn send(
         self: &Arc<Self>,
         server: &Arc<UpstreamServer>,
-        mut req: Request<Body>,
-        shape: impl Fn(&mut Request<Body>, Wire),
+        out: Outgoing<'_>,
+        mut body: Body,
         metrics: &Metrics,
         opts: SendOpts<'_>,
     ) -> Result<Response<OriginBody>, SendError> {
@@ -228,7 +302,7 @@ impl OriginPool {
         } = opts;
         let wire = self.wire(server);
         if http1_only && self.protocol == UpstreamProtocol::Http2 {
-            discard_unsent(req);
+            discard_unsent(&out, body);
             return Err(SendError::Http1Needed);
         }
         let pair = pair.as_ref();
@@ -244,10 +318,12 @@ impl OriginPool {
                 // Upgrades always go on a new connection (hyper's, which hands it over).
                 Some(Wire::Http1) if !http1_only => {
                     while let Some(conn) = self.checkout_h1(server, pair, &mut handed) {
-                        shape(&mut req, Wire::Http1);
-                        match conn.send(req, self.reuse(server, pair), interim).await {
+                        match conn
+                            .send(&out.head(server), body, self.reuse(server, pair), interim)
+                            .await
+                        {
                             Ok(resp) => return Ok(resp.map(OriginBody::h1)),
-                            Err(Failed::Unsent(back)) => req = *back,
+                            Err(Failed::Unsent(back)) => body = back,
                             Err(Failed::Error(e)) => return Err(SendError::Http1(e)),
                         }
                     }
@@ -256,11 +332,11 @@ impl OriginPool {
                 Some(Wire::Http2) => {
                     let shared = server.conns.shared_h2(pair);
                     if let Some(mut sender) = shared.filter(|s| !s.is_closed()) {
-                        shape(&mut req, Wire::Http2);
+                        let req = out.request(body, Wire::Http2, server)?;
                         match sender.try_send_request(req).await {
                             Ok(resp) => return Ok(resp.map(OriginBody::hyper)),
                             Err(mut e) => match e.take_message() {
-                                Some(back) => req = back,
+                                Some(back) => body = back.into_body(),
                                 None => return Err(SendError::Exchange(e.into_error())),
                             },
                         }
@@ -282,7 +358,7 @@ impl OriginPool {
                 Ok(Room::Open(slot)) => break slot,
                 Ok(Room::Idle(idle)) => handed = Some(idle),
                 Err(e) => {
-                    discard_unsent(req);
+                    discard_unsent(&out, body);
                     return Err(e.into());
                 }
             }
@@ -292,7 +368,7 @@ impl OriginPool {
         let fresh = match Box::pin(self.connect(server, metrics, http1_only, pair, slot)).await {
             Ok(fresh) => fresh,
             Err(e) => {
-                discard_unsent(req);
+                discard_unsent(&out, body);
                 return Err(e);
             }
         };
@@ -301,25 +377,25 @@ impl OriginPool {
         }
         drop(dialing);
         match fresh {
-            Fresh::Http1(conn) => {
-                shape(&mut req, Wire::Http1);
-                match conn.send(req, self.reuse(server, pair), interim).await {
-                    Ok(resp) => Ok(resp.map(OriginBody::h1)),
-                    Err(Failed::Error(e)) => Err(refused_h1(server, e)),
-                    // Only a reused connection hands a request back.
-                    Err(Failed::Unsent(req)) => {
-                        discard_unsent(*req);
-                        Err(SendError::Http1(ExchangeError::Closed))
-                    }
+            Fresh::Http1(conn) => match conn
+                .send(&out.head(server), body, self.reuse(server, pair), interim)
+                .await
+            {
+                Ok(resp) => Ok(resp.map(OriginBody::h1)),
+                Err(Failed::Error(e)) => Err(refused_h1(server, e)),
+                // Only a reused connection hands a request back.
+                Err(Failed::Unsent(body)) => {
+                    discard_unsent(&out, body);
+                    Err(SendError::Http1(ExchangeError::Closed))
                 }
-            }
+            },
             Fresh::Upgrade(mut sender) => {
-                shape(&mut req, Wire::Http1);
+                let req = out.request(body, Wire::Http1, server)?;
                 let resp = sender.send_request(req).await.map_err(refused)?;
                 Ok(resp.map(OriginBody::hyper))
             }
             Fresh::Http2(mut sender) => {
-                shape(&mut req, Wire::Http2);
+                let req = out.request(body, Wire::Http2, server)?;
                 let resp = sender.send_request(req).await.map_err(refused)?;
                 Ok(resp.map(OriginBody::hyper))
             }
@@ -469,9 +545,9 @@ fn refused_h1(server: &UpstreamServer, e: ExchangeError) -> SendError {
 /// (curl 7.88 drops an HTTP/2 response followed by `RST_STREAM(NO_ERROR)`). Not for gRPC: a
 /// streaming call must learn at once that it is over, which the reset tells it (as gRPC
 /// servers do).
-fn discard_unsent(req: Request<Body>) {
-    if !is_grpc(req.headers()) {
-        tokio::spawn(crate::body::discard(req.into_body()));
+fn discard_unsent(out: &Outgoing<'_>, body: Body) {
+    if !is_grpc(&out.parts.headers) {
+        tokio::spawn(crate::body::discard(body));
     }
 }
 
