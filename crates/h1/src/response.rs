@@ -13,6 +13,9 @@ pub const MAX_HEAD: usize = 64 * 1024;
 /// The most header fields in a response head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;
 
+/// Field positions kept on the stack; a head with more takes a vector.
+const FEW_HEADERS: usize = 24;
+
 /// How the response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body {
@@ -45,15 +48,18 @@ pub struct Head {
 /// (read more; `buf` is untouched). `Ok(Some(head))`: the head's bytes have been taken off `buf`,
 /// which now starts with the body. `head_request`: the request was HEAD (no body follows).
 pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Error> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut fields);
-    let len = match response.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => return Err(Error::HeadTooLarge(MAX_HEAD)),
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => return Err(Error::TooManyHeaders(MAX_HEADERS)),
-        Err(e) => return Err(Error::Head(reason(e))),
-    };
+    // Left uninitialised: httparse writes only the fields it found (a response has about ten of
+    // the hundred allowed; initialising all would cost more than parsing them).
+    let mut fields = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let len =
+        match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut response, buf, &mut fields) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => return Err(Error::HeadTooLarge(MAX_HEAD)),
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(httparse::Error::TooManyHeaders) => return Err(Error::TooManyHeaders(MAX_HEADERS)),
+            Err(e) => return Err(Error::Head(reason(e))),
+        };
     if len > MAX_HEAD {
         return Err(Error::HeadTooLarge(MAX_HEAD));
     }
@@ -63,10 +69,18 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     } else {
         Version::HTTP_11
     };
-    // Where each field lies in the head, so that its value can be a slice of the frozen bytes.
+    // Where each field lies in the head, so that its value can be a slice of the frozen bytes
+    // (on the stack for the usual few fields, else in a vector).
     let base = buf.as_ptr() as usize;
-    let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
     let count = response.headers.len();
+    let mut few = [(0usize, 0usize, 0usize, 0usize); FEW_HEADERS];
+    let mut many = Vec::new();
+    let spans = if count <= FEW_HEADERS {
+        &mut few[..count]
+    } else {
+        many.resize(count, (0, 0, 0, 0));
+        &mut many[..]
+    };
     for (span, field) in spans.iter_mut().zip(response.headers.iter()) {
         let name = field.name.as_ptr() as usize - base;
         let value = field.value.as_ptr() as usize - base;
@@ -74,7 +88,7 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     }
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(count);
-    for &(name_start, name_end, value_start, value_end) in spans.iter().take(count) {
+    for &(name_start, name_end, value_start, value_end) in spans.iter() {
         // Names are parsed (`HeaderName` interns the standard ones); values are slices of the head.
         let name = HeaderName::from_bytes(&head[name_start..name_end]).map_err(|_| Error::Field)?;
         let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
@@ -203,6 +217,19 @@ mod tests {
         assert_eq!(h.headers["server"], "nginx");
         assert_eq!(h.headers.get_all("x-a").iter().collect::<Vec<_>>(), ["1", "2"]);
         assert_eq!(&rest[..], b"hello");
+    }
+
+    #[test]
+    fn heads_with_more_fields_than_the_stack_holds_keep_every_value() {
+        for n in [FEW_HEADERS, FEW_HEADERS + 1, MAX_HEADERS] {
+            let fields: String = (0..n).map(|i| format!("X-{i}: value-{i}\r\n")).collect();
+            let (h, rest) = ok(&format!("HTTP/1.1 200 OK\r\n{fields}\r\nbody"));
+            assert_eq!(h.headers.len(), n);
+            for i in 0..n {
+                assert_eq!(h.headers[format!("x-{i}").as_str()], format!("value-{i}").as_str());
+            }
+            assert_eq!(&rest[..], b"body");
+        }
     }
 
     #[test]

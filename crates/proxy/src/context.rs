@@ -31,7 +31,7 @@ pub struct ConnContext {
     pub peer: SocketAddr,
     /// The address the client connected to (the listener's, or the one a PROXY header named).
     pub local: SocketAddr,
-    /// `h1` or `h2`.
+    /// `h1`, `h2` or `h3`.
     pub protocol: &'static str,
     /// True while the connection's handshake is unconfirmed after accepting 0-RTT early data.
     pub early: Option<Arc<AtomicBool>>,

@@ -141,6 +141,45 @@ fn sigterm_drains_in_flight_requests_then_exits() {
 }
 
 #[test]
+fn a_keep_alive_request_during_the_drain_is_answered_with_connection_close() {
+    let origin = Origin::start("slow");
+    let routes = [
+        upstream_route(None, "/slow", "slow"),
+        upstream("slow", &[origin.addr()], ""),
+    ]
+    .concat();
+    let mut f = common::start_edited("", &routes, |text| {
+        text.replace("[server]\n", "[server]\ndrain_timeout = \"20s\"\n")
+    });
+    // A keep-alive connection that has been served once, before the drain: no `close`.
+    let mut session = f.tls_session();
+    let before = session.get("/hello", "Hello, world!");
+    assert!(!before.to_ascii_lowercase().contains("connection: close"), "{before}");
+    // A slow request elsewhere keeps the process draining meanwhile.
+    let (ca, url) = (f.pki.ca_file(), f.url("/slow?ms=3000"));
+    let in_flight = std::thread::spawn(move || common::curl_url(&ca, &["-w", "\nstatus=%{http_code}\n"], &url));
+    assert!(
+        common::wait_until(Duration::from_secs(5), || origin.count() == 1),
+        "the slow request never reached the origin"
+    );
+    f.gw.signal("TERM");
+    let https = f.https;
+    assert!(
+        common::wait_until(Duration::from_secs(3), || {
+            std::net::TcpStream::connect(("127.0.0.1", https)).is_err()
+        }),
+        "the drain did not start"
+    );
+    // The held connection's next request is still answered, and told that the connection ends.
+    let during = session.get("/hello", "Hello, world!");
+    assert!(during.ends_with("Hello, world!"), "{during}");
+    assert!(during.to_ascii_lowercase().contains("connection: close"), "{during}");
+    let done = in_flight.join().expect("curl thread");
+    assert_eq!(done.stdout, "slow done\n\nstatus=200\n", "{}", done.all());
+    assert_eq!(f.gw.wait_exit(Duration::from_secs(10)), Some(0), "{}", f.gw.log());
+}
+
+#[test]
 fn json_log_format_writes_one_json_object_per_line() {
     let f = common::start("[log]\nformat = \"json\"\n", "");
     assert_eq!(f.curl(&[], "/hello").stdout, "Hello, world!");

@@ -102,31 +102,12 @@ pub async fn serve_tls(
         ))
         .await;
     } else {
-        // Boxed: hyper's manual upgrade (`poll_without_shutdown`) wants an `Unpin` future.
-        // A request that starts while the gateway drains is answered with `Connection: close`:
-        // a keep-alive client that sent it learns that the connection ends, instead of finding
-        // its next request refused (`drive::DRAIN_GRACE`).
+        // Boxed: hyper's manual upgrade (`poll_without_shutdown`) wants an `Unpin` future. What
+        // an HTTP/1.1 response needs besides (`Alt-Svc`, `Connection: close` while draining) is
+        // added by `handle` itself: no wrapper future to copy per request.
         let tunnels = ctx.clone();
-        let service = hyper::service::service_fn(move |req| {
-            let close = ctx.gateway.draining();
-            let alt_svc = ctx.clone();
-            let response = handle(ctx.clone(), req.map(ClientBody::Hyper), None);
-            Box::pin(async move {
-                let mut response = response.await;
-                if let Ok(r) = &mut response {
-                    crate::downstream::quic::alt_svc::advertise(&alt_svc, r);
-                }
-                if close {
-                    if let Ok(r) = &mut response {
-                        if r.status() != http::StatusCode::SWITCHING_PROTOCOLS {
-                            r.headers_mut()
-                                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-                        }
-                    }
-                }
-                response
-            })
-        });
+        let service =
+            hyper::service::service_fn(move |req| Box::pin(handle(ctx.clone(), req.map(ClientBody::Hyper), None)));
         Box::pin(http1::serve(
             tls,
             service,

@@ -189,7 +189,10 @@ async fn route_request(
 }
 
 /// Handles one request; `stream_interim` is an HTTP/2 stream's own way to send 103s (its
-/// response handle), when the request came on one.
+/// response handle), when the request came on one. TCP clients' responses advertise HTTP/3
+/// (`Alt-Svc`, when configured); an HTTP/1.1 request that starts while the gateway drains is
+/// answered with `Connection: close`, so that a keep-alive client learns that the connection
+/// ends instead of finding its next request refused (`drive::DRAIN_GRACE`).
 /// Logged and counted when the response's last byte is sent or, when the client goes away
 /// first, when the response or this future is dropped ([`RequestLog`]).
 pub async fn handle(
@@ -199,6 +202,7 @@ pub async fn handle(
 ) -> Result<Response<AccessBody>, Infallible> {
     let current = ctx.gateway.current();
     let mut log = RequestLog::new(&ctx, &req, &current.config.log);
+    let close = ctx.protocol == "h1" && ctx.gateway.draining();
     if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
         let stats = &ctx.gateway.sessions.early_data.stats;
         if !safe_in_early_data(&req) {
@@ -239,6 +243,14 @@ pub async fn handle(
         response
             .headers_mut()
             .insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+    }
+    if ctx.protocol != "h3" {
+        crate::downstream::quic::alt_svc::advertise(&generation, ctx.local, &mut response);
+    }
+    if close && response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
     }
     Ok(log.respond(response))
 }

@@ -74,28 +74,30 @@ pub async fn serve(ctx: Arc<ConnContext>, req: Request<RecvStream>, respond: Sen
     } else {
         ClientBody::H2(RequestBody::new(recv, content_length(&parts.headers)))
     };
-    let service = handle(
-        ctx.clone(),
-        Request::from_parts(parts, body),
-        Some(crate::interim::InterimTo::Http2(&respond)),
-    );
-    let mut service = std::pin::pin!(service);
     // The request path runs until it answers or the client resets the stream (it is then dropped
-    // where it stands: the origin request is cancelled and the log says 499).
-    let answered = poll_fn(|cx| {
-        if let Poll::Ready(r) = service.as_mut().poll(cx) {
-            return Poll::Ready(Some(r));
-        }
-        match respond.respond().poll_reset(cx) {
-            Poll::Ready(_) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await;
-    let Some(Ok(mut response)) = answered else {
+    // where it stands: the origin request is cancelled and the log says 499). Scoped, so that the
+    // stream's future does not keep room for the request path's state while the body is piped.
+    let answered = {
+        let service = handle(
+            ctx.clone(),
+            Request::from_parts(parts, body),
+            Some(crate::interim::InterimTo::Http2(&respond)),
+        );
+        let mut service = std::pin::pin!(service);
+        poll_fn(|cx| {
+            if let Poll::Ready(r) = service.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            match respond.respond().poll_reset(cx) {
+                Poll::Ready(_) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    };
+    let Some(Ok(response)) = answered else {
         return;
     };
-    crate::downstream::quic::alt_svc::advertise(&ctx, &mut response);
     let (mut head, body) = response.into_parts();
     strip_connection_specific(&mut head.headers);
     date::insert_if_missing(&mut head.headers);

@@ -3,17 +3,17 @@
 //! `[http3] enabled` and `alt_svc` are set and the connection came in on a listener that serves
 //! QUIC; a response that already has one (from the origin) keeps it.
 
-use crate::context::ConnContext;
+use crate::gateway::Generation;
 use http::{HeaderValue, Response};
+use std::net::SocketAddr;
 
-/// Adds `Alt-Svc: h3=":PORT"; ma=SECONDS` to a response for a TCP client of `ctx`.
-pub fn advertise<B>(ctx: &ConnContext, response: &mut Response<B>) {
-    let generation = ctx.gateway.current();
+/// Adds `Alt-Svc: h3=":PORT"; ma=SECONDS` to a response for a TCP client that connected to
+/// `local`, by the configuration of `generation`.
+pub fn advertise<B>(generation: &Generation, local: SocketAddr, response: &mut Response<B>) {
     let h3 = &generation.config.http3;
     if !(h3.enabled && h3.alt_svc) || response.headers().contains_key(http::header::ALT_SVC) {
         return;
     }
-    let local = ctx.local;
     let Some(listener) = generation.config.listeners.iter().find(|l| {
         l.kind == tlsgate_config::ListenerKind::Https
             && l.listen.port() == local.port()
