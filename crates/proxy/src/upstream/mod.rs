@@ -173,7 +173,10 @@ impl UpstreamGroup {
     ) -> Response<Body> {
         facts.group = Some(self.label);
         let grpc = is_grpc(req.headers());
-        match self.try_forward(req, down, metrics, facts, upgrade).await {
+        // Boxed: the forwarding state is most of a request's future; requests the gateway
+        // answers itself never allocate it, and it is built in its box, not moved through the
+        // futures that await it.
+        match Box::pin(self.try_forward(req, down, metrics, facts, upgrade)).await {
             Ok(resp) => resp,
             Err(e) if grpc => e.grpc_response(),
             Err(e) => e.response(),
@@ -273,7 +276,9 @@ impl UpstreamGroup {
                     sink => sink,
                 },
             };
-            let send = self.pool.send(server, out, req_body, metrics, opts);
+            // Pinned where it is: the timeout and the select below hold a reference, not a
+            // copy of the exchange's state.
+            let send = std::pin::pin!(self.pool.send(server, out, req_body, metrics, opts));
             let result = if sent.is_done() {
                 // No body to watch (most requests): the thread's shared timer, not a timer-wheel
                 // entry per request.
@@ -286,7 +291,8 @@ impl UpstreamGroup {
                     e = sent.deadline(self.header_timeout) => Err(e),
                 }
             };
-            facts.header_time = Some(started.elapsed());
+            let took = started.elapsed();
+            facts.header_time = Some(took);
             let labels = UpstreamLabels { upstream: self.label };
             // Counts a failure of the server; true when it marked the server down.
             let failed = |server: &UpstreamServer| {
@@ -298,7 +304,7 @@ impl UpstreamGroup {
                     server.record_success();
                     self.duration
                         .get_or_init(|| metrics.upstream_duration.get_or_create(&labels).clone())
-                        .observe(started.elapsed().as_secs_f64());
+                        .observe(took.as_secs_f64());
                     let mut resp = resp;
                     let switched = resp.status() == http::StatusCode::SWITCHING_PROTOCOLS;
                     let origin_side = switched.then(|| hyper::upgrade::on(&mut resp));
