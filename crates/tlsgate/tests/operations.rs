@@ -103,25 +103,34 @@ fn a_bad_new_config_is_refused_and_the_old_one_keeps_serving() {
     assert_eq!(f.gw.metric("tlsgate_state", &["name=\"config_generation\""]), 1.0);
 }
 
-#[test]
-fn sigterm_drains_in_flight_requests_then_exits() {
+/// A gateway with a 20 s drain and a route `/slow` to a slow origin.
+fn draining_gateway() -> (Origin, common::Fixture) {
     let origin = Origin::start("slow");
     let routes = [
         upstream_route(None, "/slow", "slow"),
         upstream("slow", &[origin.addr()], ""),
     ]
     .concat();
-    let mut f = common::start_edited("", &routes, |text| {
+    let f = common::start_edited("", &routes, |text| {
         text.replace("[server]\n", "[server]\ndrain_timeout = \"20s\"\n")
     });
-    let (ca, url) = (f.pki.ca_file(), f.url("/slow?ms=1500"));
+    (origin, f)
+}
+
+/// Starts a request of `ms` milliseconds at the slow origin (curl, in a thread), sends SIGTERM
+/// once the origin has it, and waits until new connections are refused (the drain began).
+fn drain_during_slow_request(
+    origin: &Origin,
+    f: &mut common::Fixture,
+    ms: u32,
+) -> std::thread::JoinHandle<tlsgate_testkit::Output> {
+    let (ca, url) = (f.pki.ca_file(), f.url(&format!("/slow?ms={ms}")));
     let in_flight = std::thread::spawn(move || common::curl_url(&ca, &["-w", "\nstatus=%{http_code}\n"], &url));
     assert!(
         common::wait_until(Duration::from_secs(5), || origin.count() == 1),
         "the slow request never reached the origin"
     );
     f.gw.signal("TERM");
-    // New connections are refused once the drain starts.
     let https = f.https;
     assert!(
         common::wait_until(Duration::from_secs(3), || {
@@ -129,6 +138,14 @@ fn sigterm_drains_in_flight_requests_then_exits() {
         }),
         "the https port still accepts connections after SIGTERM"
     );
+    in_flight
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_then_exits() {
+    let (origin, mut f) = draining_gateway();
+    // New connections are refused once the drain starts.
+    let in_flight = drain_during_slow_request(&origin, &mut f, 1500);
     let late = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/hello");
     assert!(!late.stdout.contains("status=200"), "{}", late.all());
 
@@ -142,34 +159,13 @@ fn sigterm_drains_in_flight_requests_then_exits() {
 
 #[test]
 fn a_keep_alive_request_during_the_drain_is_answered_with_connection_close() {
-    let origin = Origin::start("slow");
-    let routes = [
-        upstream_route(None, "/slow", "slow"),
-        upstream("slow", &[origin.addr()], ""),
-    ]
-    .concat();
-    let mut f = common::start_edited("", &routes, |text| {
-        text.replace("[server]\n", "[server]\ndrain_timeout = \"20s\"\n")
-    });
+    let (origin, mut f) = draining_gateway();
     // A keep-alive connection that has been served once, before the drain: no `close`.
     let mut session = f.tls_session();
     let before = session.get("/hello", "Hello, world!");
     assert!(!before.to_ascii_lowercase().contains("connection: close"), "{before}");
     // A slow request elsewhere keeps the process draining meanwhile.
-    let (ca, url) = (f.pki.ca_file(), f.url("/slow?ms=3000"));
-    let in_flight = std::thread::spawn(move || common::curl_url(&ca, &["-w", "\nstatus=%{http_code}\n"], &url));
-    assert!(
-        common::wait_until(Duration::from_secs(5), || origin.count() == 1),
-        "the slow request never reached the origin"
-    );
-    f.gw.signal("TERM");
-    let https = f.https;
-    assert!(
-        common::wait_until(Duration::from_secs(3), || {
-            std::net::TcpStream::connect(("127.0.0.1", https)).is_err()
-        }),
-        "the drain did not start"
-    );
+    let in_flight = drain_during_slow_request(&origin, &mut f, 3000);
     // The held connection's next request is still answered, and told that the connection ends.
     let during = session.get("/hello", "Hello, world!");
     assert!(during.ends_with("Hello, world!"), "{during}");
