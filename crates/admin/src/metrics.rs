@@ -238,6 +238,9 @@ pub struct Metrics {
     pub early_hints: Family<InterimLabels, Counter>,
     /// Client connections open now.
     pub open_connections: Gauge,
+    /// Idle HTTP/1.1 keep-alive connections now waiting without hyper's state (released after
+    /// 250 ms without a request; `downstream::park`).
+    pub idle_released_connections: Gauge,
     /// Client connections accepted.
     pub connections_accepted: Counter,
     /// Client connections closed at once because `max_connections` was reached.
@@ -350,6 +353,12 @@ impl Metrics {
             "open_connections",
             "Client connections open now",
             open_connections.clone(),
+        );
+        let idle_released_connections = Gauge::default();
+        registry.register(
+            "idle_released_connections",
+            "Idle HTTP/1.1 keep-alive connections now waiting with their per-connection HTTP state released",
+            idle_released_connections.clone(),
         );
         let connections_accepted = Counter::default();
         registry.register(
@@ -514,6 +523,7 @@ impl Metrics {
             client_timeouts,
             early_hints,
             open_connections,
+            idle_released_connections,
             connections_accepted,
             connections_shed,
             connections_shed_per_source,

@@ -151,7 +151,10 @@ async fn wait_parked(
         idle: timeouts.idle.saturating_sub(park::RELEASE_AFTER),
         ..timeouts
     };
-    let failed = drive(&mut wait, activity.clone(), left, metrics, shutdown.clone()).await;
+    let failed = {
+        let _released = Released::count(metrics);
+        drive(&mut wait, activity.clone(), left, metrics, shutdown.clone()).await
+    };
     if failed {
         Parked::Closed
     } else if wait.readable {
@@ -160,6 +163,23 @@ async fn wait_parked(
         Parked::Finished
     } else {
         Parked::Closed
+    }
+}
+
+/// Counts a connection in `tlsgate_idle_released_connections` while it waits released (also
+/// when its task is dropped mid-wait).
+struct Released<'a>(&'a tlsgate_admin::Metrics);
+
+impl<'a> Released<'a> {
+    fn count(metrics: &'a tlsgate_admin::Metrics) -> Self {
+        metrics.idle_released_connections.inc();
+        Self(metrics)
+    }
+}
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.0.idle_released_connections.dec();
     }
 }
 
