@@ -18,7 +18,8 @@
 #   SERVERS      "tlsgate nginx haproxy" (and tlsgate-alt: the binary ALT_BIN, labelled ALT_LABEL)
 #   PROTOS       "h1 h2"                             ROUTES     "fixed proxy"
 #   SERVER_CPU   core for the server (0)             LOAD_CPU   core for client and origin (1)
-#   SETTLE       seconds between the last answer and the reading (1)
+#   SETTLE       seconds between the last answer and the reading (3: an idle HTTP/2 connection
+#                of tlsgate gives its buffers back 1-2 s after its last request, HTTP/1.1 after 0.25 s)
 #   CONCURRENCY  handshakes the client runs at once (32); with N at once every server's RSS also
 #                keeps what N simultaneous handshakes needed (its allocator's peak), which is
 #                what `tlsgate bench --hold -c N` measured (docs/BENCHMARKS.md)
@@ -39,7 +40,7 @@ PROTOS=${PROTOS:-"h1 h2"}
 ROUTES=${ROUTES:-"fixed proxy"}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-SETTLE=${SETTLE:-1}
+SETTLE=${SETTLE:-3}
 CONCURRENCY=${CONCURRENCY:-32}
 TLSGATE_ENV=${TLSGATE_ENV:-}
 TLSGATE_EXTRA=${TLSGATE_EXTRA:-}

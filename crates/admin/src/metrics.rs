@@ -63,6 +63,14 @@ pub struct RefusedLabels {
     pub stage: &'static str,
 }
 
+/// Labels of the idle connections that gave back their per-connection buffers.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReleasedLabels {
+    /// `http1` (hyper's connection ended while idle) or `http2` (the codec's buffers and the
+    /// empty stream tables freed).
+    pub protocol: &'static str,
+}
+
 /// Labels of a client connection closed by one of its timeouts.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClientTimeoutLabels {
@@ -238,9 +246,9 @@ pub struct Metrics {
     pub early_hints: Family<InterimLabels, Counter>,
     /// Client connections open now.
     pub open_connections: Gauge,
-    /// Idle HTTP/1.1 keep-alive connections now waiting without hyper's state (released after
-    /// 250 ms without a request; `downstream::park`).
-    pub idle_released_connections: Gauge,
+    /// Idle keep-alive connections now waiting without their per-connection buffers (HTTP/1.1:
+    /// after 250 ms without a request, `downstream::park`; HTTP/2: after 1-2 s with no stream).
+    pub idle_released_connections: Family<ReleasedLabels, Gauge>,
     /// Client connections accepted.
     pub connections_accepted: Counter,
     /// Client connections closed at once because `max_connections` was reached.
@@ -354,10 +362,10 @@ impl Metrics {
             "Client connections open now",
             open_connections.clone(),
         );
-        let idle_released_connections = Gauge::default();
+        let idle_released_connections = Family::<ReleasedLabels, Gauge>::default();
         registry.register(
             "idle_released_connections",
-            "Idle HTTP/1.1 keep-alive connections now waiting with their per-connection HTTP state released",
+            "Idle keep-alive connections now waiting with their per-connection buffers given back",
             idle_released_connections.clone(),
         );
         let connections_accepted = Counter::default();

@@ -550,6 +550,16 @@ where
         self.connection.go_away_gracefully();
     }
 
+    /// tlsgate: when no stream is open, frees what an idle connection does not need: the
+    /// codec's read and write buffers (8 and 16 KiB) when they hold nothing, and the stream
+    /// tables and frame slots when they are empty. Each is taken again when next needed, so
+    /// the connection goes on as before. Returns whether the connection was idle (no stream
+    /// open). Meant for a connection that has waited a while; calling it after every request
+    /// would allocate the buffers again for every next one.
+    pub fn release_idle_memory(&mut self) -> bool {
+        self.connection.release_idle_memory()
+    }
+
     /// Takes a `PingPong` instance from the connection.
     ///
     /// # Note

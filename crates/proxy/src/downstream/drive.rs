@@ -8,10 +8,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A hyper connection that can be asked to finish gracefully.
+/// A connection that can be asked to finish gracefully.
 pub trait Graceful: Future {
     /// Stop taking new requests; finish the ones in flight.
     fn graceful(self: Pin<&mut Self>);
+
+    /// The connection has been idle a while ([`Timeouts::release_idle`]): give back what it
+    /// does not need while it waits (buffers, empty tables), to be taken again when used.
+    fn release_idle(self: Pin<&mut Self>) {}
 }
 
 impl<I, S, B> Graceful for hyper::server::conn::http1::Connection<I, S>
@@ -59,6 +63,20 @@ pub struct Timeouts {
     pub header: Option<Duration>,
     /// The client accepted none of our bytes for this long: closed (`send`).
     pub send: Duration,
+    /// Looked at again this soon after a check that saw requests, so that a connection that
+    /// went idle is seen idle at two checks in a row within about twice this, and then asked to
+    /// [`Graceful::release_idle`] once per idle spell. `None`: never asked (the watchdog keeps
+    /// its `idle / 8` pace).
+    pub release_idle: Option<Duration>,
+}
+
+/// What a check of the [`Timeouts`] asks of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Look again after this long.
+    Wait(Duration),
+    /// Idle since the previous check: release, then look again after this long.
+    Release(Duration),
 }
 
 /// What the watchdog noted of the per-request counters: since when it has seen the connection
@@ -68,6 +86,8 @@ pub struct Timeouts {
 struct Seen {
     idle: Option<(u64, Instant)>,
     stall: Option<(u64, Instant)>,
+    /// The connection was asked to release in its current idle spell.
+    released: bool,
 }
 
 impl Seen {
@@ -96,7 +116,7 @@ impl Timeouts {
     /// stamped exactly), and the idle timeout, whose end of requests is only seen through a
     /// counter, always within an eighth. Each timeout so fires within 12.5 % (25 %) of its
     /// length; a connection's watchdog wakes about every `client_idle_timeout / 8`.
-    fn check(&self, activity: &Activity, seen: &mut Seen, now: Instant) -> Result<Duration, &'static str> {
+    fn check(&self, activity: &Activity, seen: &mut Seen, now: Instant) -> Result<Verdict, &'static str> {
         let p = activity.progress();
         let mut next = self.idle / 8;
         let mut run = |elapsed: Option<Duration>, limit: Duration, unheld: u32, reason: &'static str| {
@@ -118,7 +138,22 @@ impl Timeouts {
         }
         let idle = Seen::held(&mut seen.idle, p.in_flight == 0, p.finished, now);
         run(idle, self.idle, 8, "idle")?;
-        Ok(next.max(Duration::from_millis(10)))
+        let Some(release) = self.release_idle else {
+            return Ok(Verdict::Wait(next.max(Duration::from_millis(10))));
+        };
+        // Idle at this check and the one before: release, once per idle spell. Otherwise (busy,
+        // or idle only since this check) look again soon.
+        let idle_since_last = matches!(idle, Some(e) if !e.is_zero());
+        if !idle_since_last {
+            seen.released = false;
+            next = next.min(release);
+        }
+        let next = next.max(Duration::from_millis(10));
+        if idle_since_last && !seen.released {
+            seen.released = true;
+            return Ok(Verdict::Release(next));
+        }
+        Ok(Verdict::Wait(next))
     }
 }
 
@@ -141,15 +176,8 @@ where
     // Armed when the drain begins (allocated only then): `DRAIN_GRACE`, then graceful.
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = draining.then(|| Box::pin(tokio::time::sleep(DRAIN_GRACE)));
     // One timer per connection, re-armed only when it fires.
-    let watchdog = async {
-        let mut seen = Seen::default();
-        loop {
-            match timeouts.check(&activity, &mut seen, Instant::now()) {
-                Ok(wait) => tokio::time::sleep(wait).await,
-                Err(reason) => return reason,
-            }
-        }
-    };
+    let mut seen = Seen::default();
+    let watchdog = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(watchdog);
     loop {
         tokio::select! {
@@ -162,13 +190,23 @@ where
                     }
                 };
             }
-            reason = &mut watchdog => {
-                metrics
-                    .client_timeouts
-                    .get_or_create(&tlsgate_admin::metrics::ClientTimeoutLabels { reason })
-                    .inc();
-                tracing::debug!(reason, ?timeouts, "closing client connection: timed out");
-                return false;
+            () = &mut watchdog => {
+                let next = match timeouts.check(&activity, &mut seen, Instant::now()) {
+                    Ok(Verdict::Wait(next)) => next,
+                    Ok(Verdict::Release(next)) => {
+                        conn.as_mut().release_idle();
+                        next
+                    }
+                    Err(reason) => {
+                        metrics
+                            .client_timeouts
+                            .get_or_create(&tlsgate_admin::metrics::ClientTimeoutLabels { reason })
+                            .inc();
+                        tracing::debug!(reason, ?timeouts, "closing client connection: timed out");
+                        return false;
+                    }
+                };
+                watchdog.as_mut().reset(tokio::time::Instant::now() + next);
             }
             changed = shutdown.changed(), if !draining => {
                 if changed.is_err() || *shutdown.borrow() {
@@ -180,6 +218,78 @@ where
                 grace = None;
                 conn.as_mut().graceful();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeouts(release_idle: Option<Duration>) -> Timeouts {
+        Timeouts {
+            idle: Duration::from_secs(80),
+            header: None,
+            send: Duration::from_secs(80),
+            release_idle,
+        }
+    }
+
+    #[test]
+    fn an_idle_connection_is_released_once_per_idle_spell_at_the_second_idle_check() {
+        let t = timeouts(Some(Duration::from_secs(1)));
+        let activity = Activity::new();
+        let mut seen = Seen::default();
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        // Busy: looked at again within the release interval, never released.
+        activity.request_started();
+        assert_eq!(
+            t.check(&activity, &mut seen, at(0)),
+            Ok(Verdict::Wait(Duration::from_secs(1)))
+        );
+        assert_eq!(
+            t.check(&activity, &mut seen, at(1)),
+            Ok(Verdict::Wait(Duration::from_secs(1)))
+        );
+        // Idle from here: first seen idle, then idle since the check before: released once.
+        activity.request_finished();
+        assert_eq!(
+            t.check(&activity, &mut seen, at(2)),
+            Ok(Verdict::Wait(Duration::from_secs(1)))
+        );
+        assert_eq!(
+            t.check(&activity, &mut seen, at(3)),
+            Ok(Verdict::Release(Duration::from_secs(10)))
+        );
+        assert_eq!(
+            t.check(&activity, &mut seen, at(13)),
+            Ok(Verdict::Wait(Duration::from_secs(10)))
+        );
+        // A request in between starts a new idle spell, released again.
+        activity.request_started();
+        activity.request_finished();
+        assert_eq!(
+            t.check(&activity, &mut seen, at(14)),
+            Ok(Verdict::Wait(Duration::from_secs(1)))
+        );
+        assert_eq!(
+            t.check(&activity, &mut seen, at(15)),
+            Ok(Verdict::Release(Duration::from_secs(10)))
+        );
+        // The idle timeout still runs from the start of the spell.
+        assert_eq!(t.check(&activity, &mut seen, at(94)), Err("idle"));
+    }
+
+    #[test]
+    fn without_release_the_watchdog_keeps_its_pace() {
+        let t = timeouts(None);
+        let activity = Activity::new();
+        let mut seen = Seen::default();
+        let start = Instant::now();
+        for s in [0, 10, 20] {
+            let verdict = t.check(&activity, &mut seen, start + Duration::from_secs(s));
+            assert_eq!(verdict, Ok(Verdict::Wait(Duration::from_secs(10))));
         }
     }
 }

@@ -58,6 +58,8 @@ pub async fn serve<S>(
         idle: server.client_idle_timeout.get(),
         header: None,
         send: server.client_send_timeout.get(),
+        // hyper's connection is given back whole after `park::RELEASE_AFTER` instead.
+        release_idle: None,
     };
     let mut service = service;
     let mut rewind = Bytes::new();
@@ -152,7 +154,7 @@ async fn wait_parked(
         ..timeouts
     };
     let failed = {
-        let _released = Released::count(metrics);
+        let _released = park::ReleasedMark::new(metrics, "http1");
         drive(&mut wait, activity.clone(), left, metrics, shutdown.clone()).await
     };
     if failed {
@@ -163,23 +165,6 @@ async fn wait_parked(
         Parked::Finished
     } else {
         Parked::Closed
-    }
-}
-
-/// Counts a connection in `tlsgate_idle_released_connections` while it waits released (also
-/// when its task is dropped mid-wait).
-struct Released<'a>(&'a tlsgate_admin::Metrics);
-
-impl<'a> Released<'a> {
-    fn count(metrics: &'a tlsgate_admin::Metrics) -> Self {
-        metrics.idle_released_connections.inc();
-        Self(metrics)
-    }
-}
-
-impl Drop for Released<'_> {
-    fn drop(&mut self) {
-        self.0.idle_released_connections.dec();
     }
 }
 

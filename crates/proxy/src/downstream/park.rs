@@ -25,6 +25,7 @@
 use crate::downstream::drive::Graceful;
 use bytes::Bytes;
 use pin_project_lite::pin_project;
+use prometheus_client::metrics::gauge::Gauge;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -310,3 +311,25 @@ impl Graceful for &mut ParkedWait<'_> {
 #[cfg(test)]
 #[path = "park_tests.rs"]
 mod tests;
+
+/// Counts a connection in `tlsgate_idle_released_connections{protocol}` for as long as it is
+/// held (while the connection waits released; also when its task is dropped mid-wait).
+#[derive(Debug)]
+pub struct ReleasedMark(Gauge);
+
+impl ReleasedMark {
+    pub fn new(metrics: &tlsgate_admin::Metrics, protocol: &'static str) -> Self {
+        let gauge = metrics
+            .idle_released_connections
+            .get_or_create(&tlsgate_admin::metrics::ReleasedLabels { protocol })
+            .clone();
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for ReleasedMark {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

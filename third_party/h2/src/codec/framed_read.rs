@@ -18,6 +18,11 @@ use tokio::io::AsyncRead;
 use tokio_util::codec::FramedRead as InnerFramedRead;
 use tokio_util::codec::{LengthDelimitedCodec, LengthDelimitedCodecError};
 
+/// tlsgate: the read buffer taken again after a release (tokio-util's initial capacity).
+const READ_BUFFER_CAPACITY: usize = 8 * 1024;
+/// tlsgate: the read buffer a released connection waits with (a small frame fits).
+const IDLE_READ_BUFFER_CAPACITY: usize = 256;
+
 // 16 MB "sane default" taken from golang http2
 const DEFAULT_SETTINGS_MAX_HEADER_LIST_SIZE: usize = 16 << 20;
 
@@ -26,6 +31,10 @@ pub struct FramedRead<T> {
     inner: InnerFramedRead<T, LengthDelimitedCodec>,
 
     decoder: FrameDecoder,
+
+    /// tlsgate: the read buffer was released and is back to its small size until a frame
+    /// arrives (`release_buffer`).
+    released: bool,
 }
 
 #[derive(Debug)]
@@ -61,11 +70,31 @@ enum Continuable {
 impl<T> FramedRead<T> {
     pub fn new(inner: InnerFramedRead<T, LengthDelimitedCodec>) -> FramedRead<T> {
         let decoder = FrameDecoder::new(inner.decoder().max_frame_length());
-        FramedRead { inner, decoder }
+        FramedRead {
+            inner,
+            decoder,
+            released: false,
+        }
     }
 
     pub fn get_ref(&self) -> &T {
         self.inner.get_ref()
+    }
+
+    /// tlsgate: frees the read buffer when no part of a frame is in it (the connection waits
+    /// with no stream open). The connection goes on waiting with a small one
+    /// (`IDLE_READ_BUFFER_CAPACITY`: a read needs room for one byte at least, and the task
+    /// polls again at once), and takes the full size again with its next frame (`poll_next`).
+    pub fn release_buffer(&mut self) {
+        if self.inner.read_buffer().is_empty()
+            && self.inner.read_buffer().capacity() > IDLE_READ_BUFFER_CAPACITY
+        {
+            *self.inner.read_buffer_mut() = BytesMut::new();
+            self.released = true;
+        }
+        if self.decoder.partial.is_none() {
+            self.decoder.hpack.release_buffer();
+        }
     }
 
     pub fn get_mut(&mut self) -> &mut T {
@@ -421,11 +450,22 @@ where
         let _e = span.enter();
         loop {
             tracing::trace!("poll");
+            // tlsgate: a released read buffer waits small; the first frame after it takes the
+            // full size again.
+            if self.released && self.inner.read_buffer().capacity() == 0 {
+                self.inner
+                    .read_buffer_mut()
+                    .reserve(IDLE_READ_BUFFER_CAPACITY);
+            }
             let bytes = match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(e)) => return Poll::Ready(Some(Err(map_err(e)))),
                 None => return Poll::Ready(None),
             };
+            if self.released {
+                self.released = false;
+                self.inner.read_buffer_mut().reserve(READ_BUFFER_CAPACITY);
+            }
 
             tracing::trace!(read.bytes = bytes.len());
             if let Some(frame) = self.decoder.decode(bytes)? {

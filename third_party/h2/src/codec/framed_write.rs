@@ -176,6 +176,12 @@ where
         Poll::Ready(Ok(()))
     }
 
+    /// tlsgate: frees the write buffer when nothing is left in it (the connection waits with no
+    /// stream open); the next frame buffered takes it again.
+    pub fn release_buffer(&mut self) {
+        self.encoder.release_buffer();
+    }
+
     /// Close the codec
     pub fn shutdown(&mut self, cx: &mut Context) -> Poll<io::Result<()>> {
         if !self.final_flush_done {
@@ -223,6 +229,10 @@ where
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
+        // tlsgate: a released buffer is taken again at its first frame.
+        if self.buf.get_ref().capacity() == 0 {
+            self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+        }
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
 
@@ -307,9 +317,21 @@ where
     }
 
     fn has_capacity(&self) -> bool {
+        let buf = self.buf.get_ref();
+        // tlsgate: a released buffer (no capacity) has room: `buffer` takes it again.
         self.next.is_none()
-            && (self.buf.get_ref().capacity() - self.buf.get_ref().len()
-                >= self.min_buffer_capacity)
+            && (buf.capacity() == 0 || buf.capacity() - buf.len() >= self.min_buffer_capacity)
+    }
+
+    fn release_buffer(&mut self) {
+        if self.next.is_none() && self.buf.get_ref().is_empty() {
+            if self.buf.get_ref().capacity() > 0 {
+                self.buf = Cursor::new(BytesMut::new());
+            }
+            // The last DATA frame written (all of it: nothing is queued) is kept only to hand
+            // its buffer back after a flush; its payload may be a view into a larger buffer.
+            self.last_data_frame = None;
+        }
     }
 
     fn is_empty(&self) -> bool {

@@ -161,6 +161,13 @@ where
     pub fn shutdown(&mut self, cx: &mut Context) -> Poll<io::Result<()>> {
         self.framed_write().shutdown(cx)
     }
+
+    /// tlsgate: frees the read and write buffers that hold nothing; each is taken again when
+    /// next needed. For a connection that waits with no stream open.
+    pub(crate) fn release_buffers(&mut self) {
+        self.inner.release_buffer();
+        self.inner.get_mut().release_buffer();
+    }
 }
 
 impl<T, B> Stream for Codec<T, B>

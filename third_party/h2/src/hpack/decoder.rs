@@ -149,6 +149,9 @@ struct StringMarker {
     string: Option<Bytes>,
 }
 
+/// tlsgate: the Huffman scratch buffer's size (h2: 4 KiB).
+const SCRATCH_CAPACITY: usize = 1024;
+
 // ===== impl Decoder =====
 
 impl Decoder {
@@ -158,7 +161,17 @@ impl Decoder {
             max_size_update: None,
             last_max_update: size,
             table: Table::new(size),
-            buffer: BytesMut::with_capacity(4096),
+            // tlsgate: 1 KiB, not 4: an idle connection's allocation (until it is released),
+            // and further blocks of this size are taken as needed.
+            buffer: BytesMut::with_capacity(SCRATCH_CAPACITY),
+        }
+    }
+
+    /// tlsgate: frees the Huffman scratch buffer (between header blocks; the connection waits);
+    /// the next Huffman-coded string takes a new one.
+    pub fn release_buffer(&mut self) {
+        if self.buffer.is_empty() && self.buffer.capacity() > 0 {
+            self.buffer = BytesMut::new();
         }
     }
 
@@ -214,8 +227,9 @@ impl Decoder {
                     can_resize = false;
                     let entry = self.decode_literal(src, true)?;
 
-                    // Insert the header into the table
-                    self.table.insert(entry.clone());
+                    // Insert the header into the table (tlsgate: detached from the buffer it
+                    // was read from, which the table would otherwise keep alive).
+                    self.table.insert(entry.detached());
                     consume(src);
 
                     if f(entry).is_break() {
@@ -335,6 +349,10 @@ impl Decoder {
         if huff {
             let ret = {
                 let raw = &buf.chunk()[..len];
+                // tlsgate: a scratch buffer released while idle is taken again at its size.
+                if self.buffer.capacity() == 0 {
+                    self.buffer.reserve(SCRATCH_CAPACITY);
+                }
                 huffman::decode(raw, &mut self.buffer).map(|buf| StringMarker {
                     offset,
                     len,

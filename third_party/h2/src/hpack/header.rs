@@ -61,6 +61,21 @@ impl Header<Option<HeaderName>> {
 }
 
 impl Header {
+    /// tlsgate: the same header with its value in an allocation of its own. A decoded
+    /// `:authority`, `:scheme`, `:path` or `:protocol` is a view into the buffer it was read
+    /// from (the connection's read buffer, or the decoder's Huffman scratch): kept in the
+    /// dynamic table, it would hold that whole buffer for the connection's life. (Other
+    /// fields' names and values are copied when decoded.)
+    pub fn detached(&self) -> Header {
+        match self {
+            Header::Authority(v) => Header::Authority(BytesStr::from(v.as_str())),
+            Header::Scheme(v) => Header::Scheme(BytesStr::from(v.as_str())),
+            Header::Path(v) => Header::Path(BytesStr::from(v.as_str())),
+            Header::Protocol(v) => Header::Protocol(Protocol::from(v.as_str())),
+            other => other.clone(),
+        }
+    }
+
     pub fn new(name: Bytes, value: Bytes) -> Result<Header, DecoderError> {
         if name.is_empty() {
             return Err(DecoderError::NeedMore(NeedMore::UnexpectedEndOfStream));

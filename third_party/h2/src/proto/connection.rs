@@ -299,6 +299,18 @@ where
     }
 
     /// Advances the internal state of the connection.
+    /// tlsgate: when no stream is open, frees the codec's read and write buffers that hold
+    /// nothing and the stream tables and frame slots that are empty (an idle connection's
+    /// largest allocations); the next frame and the next stream take them again. Returns
+    /// whether the connection was idle. Called between polls by the connection's owner.
+    pub(crate) fn release_idle_memory(&mut self) -> bool {
+        if !self.inner.streams.release_if_idle() {
+            return false;
+        }
+        self.codec.release_buffers();
+        true
+    }
+
     pub fn poll(&mut self, cx: &mut Context) -> Poll<Result<(), Error>> {
         // XXX(eliza): cloning the span is unfortunately necessary here in
         // order to placate the borrow checker — `self` is mutably borrowed by

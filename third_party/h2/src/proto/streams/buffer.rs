@@ -33,6 +33,13 @@ impl<T> Buffer<T> {
     pub fn is_empty(&self) -> bool {
         self.slab.is_empty()
     }
+
+    /// tlsgate: frees the slots when no frame is buffered.
+    pub fn release_if_empty(&mut self) {
+        if self.slab.is_empty() && self.slab.capacity() > 0 {
+            self.slab = Slab::new();
+        }
+    }
 }
 
 impl Deque {

@@ -1144,6 +1144,20 @@ where
         me.counts.has_streams()
     }
 
+    /// tlsgate: when no stream is open, frees the tables and frame slots that are empty (each
+    /// is taken again by the next stream) and returns true: the connection is idle.
+    pub fn release_if_idle(&self) -> bool {
+        let mut me = self.inner.lock().unwrap();
+        if me.counts.has_streams() {
+            return false;
+        }
+        me.store.release_if_empty();
+        me.actions.recv.release_if_empty();
+        drop(me);
+        self.send_buffer.inner.lock().unwrap().release_if_empty();
+        true
+    }
+
     pub fn has_streams_or_other_references(&self) -> bool {
         let me = self.inner.lock().unwrap();
         me.counts.has_streams() || me.refs > 1
