@@ -196,6 +196,13 @@ measure() { # round server proto route
   held=$HELD
   sleep "$SETTLE"
   after=$(rss_kb "$s" "$SERVER_PID")
+  # tlsgate's own count of the connections waiting with their buffers given back ("-": other
+  # servers).
+  released="-"
+  if [[ $s == tlsgate* ]]; then
+    released=$(curl -s "http://127.0.0.1:$ADMIN/metrics" |
+      awk '/^tlsgate_idle_released_connections/ { n += $NF } END { print n + 0 }')
+  fi
   client_finish check
   read -r ok failed <<<"$CHECKED"
   bench_stop_pid "$SERVER_PID"
@@ -206,10 +213,11 @@ measure() { # round server proto route
     check="FAIL: ${ok:-0} of $N idle connections answered a second request"
   fi
   per=$(awk -v a="$after" -v b="$before" -v n="$held" 'BEGIN { if (n > 0) printf "%.2f", (a - b) / n; else print 0 }')
-  log "round $round, $s $proto $route: RSS $before kB -> $after kB with $held idle connections = $per KiB each ($check)"
+  log "round $round, $s $proto $route: RSS $before kB -> $after kB with $held idle connections = $per KiB each, $released released ($check)"
   jq -cn --argjson r "$round" --arg s "$s" --arg p "$proto" --arg route "$route" --argjson n "$held" \
     --argjson before "$before" --argjson after "$after" --argjson per "$per" --arg check "$check" \
-    '{round: $r, server: $s, proto: $p, route: $route, n: $n, before_kb: $before, after_kb: $after, per_kib: $per, check: $check}' \
+    --arg released "$released" \
+    '{round: $r, server: $s, proto: $p, route: $route, n: $n, before_kb: $before, after_kb: $after, per_kib: $per, released: $released, check: $check}' \
     >>"$RESULTS"
 }
 
@@ -242,10 +250,10 @@ fi
 echo
 echo "### Memory per idle TLS keep-alive connection (independent client)"
 echo
-echo "$N connections from Python's \`ssl\` (OpenSSL $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION.split()[1])'); TLS 1.3, X25519, ECDSA P-256), $CONCURRENCY handshakes at a time, one request each, the whole response read, then idle; each server freshly started per measurement, one worker on one core; RSS growth of the serving process (VmRSS; nginx: the worker) ÷ connections. Median of $ROUNDS interleaved rounds (min–max). Every held connection answered a second request afterwards unless the check column says otherwise."
+echo "$N connections from Python's \`ssl\` (OpenSSL $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION.split()[1])'); TLS 1.3, X25519, ECDSA P-256), $CONCURRENCY handshakes at a time, one request each, the whole response read, then idle; each server freshly started per measurement, one worker on one core; RSS growth of the serving process (VmRSS; nginx: the worker) ÷ connections. Median of $ROUNDS interleaved rounds (min–max). Every held connection answered a second request afterwards unless the check column says otherwise. Released: tlsgate's \`tlsgate_idle_released_connections\` at the reading (the values seen across rounds)."
 echo
 bench_table_head l:server l:protocol l:route "r:per connection (KiB)" r:min–max "r:RSS before (MiB)" \
-  "r:RSS held (MiB)" l:check
+  "r:RSS held (MiB)" "r:released (tlsgate)" l:check
 jq -rs --arg alt "$ALT_LABEL" "$BENCH_JQ_MEDIAN"'
   def order: {"tlsgate": 0, "tlsgate-alt": 1, "nginx": 2, "haproxy": 3}[.] // 4;
   def name: {"tlsgate": "tlsgate", "tlsgate-alt": $alt, "nginx": "nginx", "haproxy": "HAProxy"}[.] // .;
@@ -253,8 +261,9 @@ jq -rs --arg alt "$ALT_LABEL" "$BENCH_JQ_MEDIAN"'
   | { s: .[0].server, p: .[0].proto, r: .[0].route,
       per: (map(.per_kib) | median), lo: (map(.per_kib) | min), hi: (map(.per_kib) | max),
       b: (map(.before_kb) | median), a: (map(.after_kb) | median),
+      rel: (map(.released // "-") | unique | join(", ")),
       check: (map(.check) | if all(. == "ok") then "ok (\(length)/\(length))" else (map(select(. != "ok")) | .[0]) end) }
-  | "| \(.s | name) | \(if .p == "h2" then "HTTP/2" else "HTTP/1.1" end) | \(.r) | **\(.per * 10 | round / 10)** | \(.lo * 10 | round / 10)–\(.hi * 10 | round / 10) | \(.b / 1024 * 10 | round / 10) | \(.a / 1024 * 10 | round / 10) | \(.check) |"
+  | "| \(.s | name) | \(if .p == "h2" then "HTTP/2" else "HTTP/1.1" end) | \(.r) | **\(.per * 10 | round / 10)** | \(.lo * 10 | round / 10)–\(.hi * 10 | round / 10) | \(.b / 1024 * 10 | round / 10) | \(.a / 1024 * 10 | round / 10) | \(.rel) | \(.check) |"
 ' "$RESULTS"
 echo
 log "raw results in $RESULTS"

@@ -143,20 +143,30 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
-/// `n` TLS connections (HTTP/1.1), each answered once.
-fn open_answered(f: &common::Fixture, n: usize) -> Vec<boring::ssl::SslStream<TcpStream>> {
+/// `n` TLS connections to the fixture offering `alpn` (wire format), each handed to `first`.
+fn open_each(
+    f: &common::Fixture,
+    n: usize,
+    alpn: &[u8],
+    first: impl Fn(&mut boring::ssl::SslStream<TcpStream>),
+) -> Vec<boring::ssl::SslStream<TcpStream>> {
     let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
     b.set_ca_file(f.pki.ca_file()).unwrap();
-    b.set_alpn_protos(b"\x08http/1.1").unwrap();
+    b.set_alpn_protos(alpn).unwrap();
     let connector = b.build();
     (0..n)
         .map(|_| {
             let tcp = TcpStream::connect(f.connect()).unwrap();
             let mut tls = connector.connect("localhost", tcp).expect("handshake");
-            ask(&mut tls);
+            first(&mut tls);
             tls
         })
         .collect()
+}
+
+/// `n` TLS connections (HTTP/1.1), each answered once.
+fn open_answered(f: &common::Fixture, n: usize) -> Vec<boring::ssl::SslStream<TcpStream>> {
+    open_each(f, n, b"\x08http/1.1", ask)
 }
 
 /// One GET /hello on `tls`, read to the end of its 13-byte body.
@@ -201,21 +211,12 @@ fn idle_http11_connections_cost_the_gateway_a_few_kib_each() {
 
 /// `n` TLS connections speaking HTTP/2 (frames written by hand), each answered once.
 fn open_answered_h2(f: &common::Fixture, n: usize) -> Vec<boring::ssl::SslStream<TcpStream>> {
-    let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
-    b.set_ca_file(f.pki.ca_file()).unwrap();
-    b.set_alpn_protos(b"\x02h2").unwrap();
-    let connector = b.build();
-    (0..n)
-        .map(|_| {
-            let tcp = TcpStream::connect(f.connect()).unwrap();
-            let mut tls = connector.connect("localhost", tcp).expect("handshake");
-            assert_eq!(tls.ssl().selected_alpn_protocol(), Some(&b"h2"[..]));
-            tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-                .unwrap();
-            ask_h2(&mut tls, 1);
-            tls
-        })
-        .collect()
+    open_each(f, n, b"\x02h2", |tls| {
+        assert_eq!(tls.ssl().selected_alpn_protocol(), Some(&b"h2"[..]));
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .unwrap();
+        ask_h2(tls, 1);
+    })
 }
 
 /// GET /hello on stream `id`, read to the end of its 13-byte body; the server's SETTINGS are
