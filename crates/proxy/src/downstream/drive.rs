@@ -45,6 +45,16 @@ where
     }
 }
 
+impl<C: Graceful + ?Sized> Graceful for Pin<Box<C>> {
+    fn graceful(self: Pin<&mut Self>) {
+        self.get_mut().as_mut().graceful();
+    }
+
+    fn release_idle(self: Pin<&mut Self>) {
+        self.get_mut().as_mut().release_idle();
+    }
+}
+
 /// How long a connection goes on being served once the gateway drains, before it is asked to
 /// finish. A keep-alive HTTP/1.1 client sends its next request as soon as a response arrives;
 /// closing its idle connection at once (hyper's graceful shutdown of an idle connection) would

@@ -208,8 +208,10 @@ pub async fn serve(
         streams: futures_util::stream::FuturesUnordered::new(),
         released: None,
     };
+    // Boxed, and the box handed over: moved into `drive` by value, the connection (2 KB with its
+    // codec) was held twice in the task's future (the argument and the pinned local).
     drive(
-        conn,
+        Box::pin(conn),
         activity,
         Timeouts {
             idle: server.client_idle_timeout.get(),
