@@ -1,7 +1,8 @@
 //! Test fixtures shared by tlsgate's integration tests: every test starts the real processes it
 //! needs on free loopback ports and stops them when the fixture is dropped.
 //!
-//! - [`free_port`]: a port nobody listens on.
+//! - [`free_port`]: a port nobody listens on; [`listening`]: whether a server listens on one
+//!   (the readiness check every fixture uses).
 //! - [`TestPki`]: a CA and ECDSA/RSA leaves written to a temporary directory; ML-DSA chains
 //!   ([`mldsa`]).
 //! - [`GatewayProcess`]: a real `tlsgate serve` process with helpers for metrics and signals.
@@ -48,6 +49,21 @@ pub fn free_port() -> u16 {
             given.push(port);
             return port;
         }
+    }
+}
+
+/// True when a server accepts TCP connections on 127.0.0.1:`port`. A connection that is its
+/// own peer does not count: a connect to a port of the ephemeral range that nobody listens on
+/// can be given that very port as its source and then "succeeds" as a TCP simultaneous open
+/// with itself (and holds the port, so the server about to listen there fails to bind). Every
+/// readiness loop of the fixtures and tests goes through here.
+pub fn listening(port: u16) -> bool {
+    match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(s) => match (s.local_addr(), s.peer_addr()) {
+            (Ok(local), Ok(peer)) => local != peer,
+            _ => false,
+        },
+        Err(_) => false,
     }
 }
 

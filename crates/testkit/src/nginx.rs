@@ -7,7 +7,6 @@
 //! echo module loaded (`echo`, `echo_read_request_body`, `echo_request_body`; `nginx-light`
 //! depends on `libnginx-mod-http-echo`); the caller's text (`server {}` blocks) follows.
 
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,7 +69,7 @@ http {{
             .expect("start nginx");
         let deadline = Instant::now() + Duration::from_secs(10);
         for &port in ports {
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            while !crate::listening(port) {
                 let exited = child.try_wait().ok().flatten();
                 if exited.is_some() || Instant::now() > deadline {
                     let _ = child.kill();

@@ -215,7 +215,7 @@ impl GatewayProcess {
                 return Err(StartError::Exited { status, log: gw.log() });
             }
             let ready = gw.http_get("/healthz").is_some_and(|(code, _)| code == 200)
-                && wait_ports.iter().all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok());
+                && wait_ports.iter().all(|p| crate::listening(*p));
             if ready {
                 gw.settle_probes(deadline);
                 return Ok(gw);

@@ -8,7 +8,6 @@
 //! first on the PATH may be another interpreter (a pyenv) without them.
 
 use crate::Output;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,7 +80,7 @@ impl PythonProcess {
             if let Some(status) = process.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("{what} exited with {status}:\n{}", process.log());
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if crate::listening(port) {
                 return process;
             }
             assert!(
@@ -127,7 +126,7 @@ impl PythonProcess {
     pub fn kill(&mut self) {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+        while crate::listening(self.port) {
             assert!(Instant::now() < deadline, "{} port still open after kill", self.what);
             std::thread::sleep(Duration::from_millis(25));
         }

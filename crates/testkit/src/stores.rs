@@ -4,7 +4,6 @@
 //! killed and restarted on the same port.
 
 use crate::free_port;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -160,7 +159,7 @@ impl StoreProcess {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !crate::listening(self.port) {
             assert!(
                 Instant::now() < deadline,
                 "{} did not listen on {}",

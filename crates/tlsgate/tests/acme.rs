@@ -78,7 +78,7 @@ impl Pebble {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         for port in [acme_port, mgmt_port, chall_mgmt] {
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            while !tlsgate_testkit::listening(port) {
                 assert!(Instant::now() < deadline, "pebble did not start:\n{}", me.log());
                 std::thread::sleep(Duration::from_millis(25));
             }

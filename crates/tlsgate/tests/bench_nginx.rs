@@ -74,7 +74,7 @@ http {{
             .spawn()
             .expect("start nginx");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !tlsgate_testkit::listening(port) {
             assert!(
                 Instant::now() < deadline,
                 "nginx did not listen: {}",

@@ -133,9 +133,7 @@ fn drain_during_slow_request(
     f.gw.signal("TERM");
     let https = f.https;
     assert!(
-        common::wait_until(Duration::from_secs(3), || {
-            std::net::TcpStream::connect(("127.0.0.1", https)).is_err()
-        }),
+        common::wait_until(Duration::from_secs(3), || { !tlsgate_testkit::listening(https) }),
         "the https port still accepts connections after SIGTERM"
     );
     in_flight

@@ -74,8 +74,7 @@ impl PythonOrigin {
             .spawn()
             .expect("python3 -m http.server");
         assert!(
-            common::wait_until(Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port))
-                .is_ok()),
+            common::wait_until(Duration::from_secs(10), || tlsgate_testkit::listening(port)),
             "python http.server did not start"
         );
         Self { child, port, _dir: dir }

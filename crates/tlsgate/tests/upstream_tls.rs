@@ -285,7 +285,7 @@ impl DemandingServer {
             .spawn()
             .expect("start openssl s_server");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !tlsgate_testkit::listening(port) {
             assert!(Instant::now() < deadline, "openssl s_server did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
