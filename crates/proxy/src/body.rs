@@ -186,7 +186,7 @@ pub enum ClientBody {
     /// hyper's HTTP/1.1 server (no box: the common case).
     Hyper(hyper::body::Incoming),
     /// The HTTP/2 server's stream (no box either).
-    H2(crate::h2_stream::RequestBody),
+    H2(crate::h2_stream::RecvBody),
     /// Another server's body (HTTP/3).
     Stream(ClientStream),
 }

@@ -1,47 +1,54 @@
-//! The two halves of a client's HTTP/2 stream (the `h2` crate's), seen the ways the proxy layer
-//! needs them: [`RequestBody`], a request body that returns flow-control credit as the proxy
-//! takes each chunk (so a client can send no more than the window ahead of the origin), and
-//! [`StreamIo`], a byte stream over an extended-CONNECT stream (RFC 8441) for a tunnel, handed
-//! from the stream's task to the tunnel through a [`PendingTunnel`] once the `200` has gone out.
+//! HTTP/2 streams (the `h2` crate's) seen the ways the proxy layer needs them, on either side:
+//! [`RecvBody`], a body read from a stream (a client's request, an origin's response) that
+//! returns flow-control credit as the proxy takes each chunk (so a peer can send no more than
+//! the window ahead of where the bytes go); [`send_body`], a body written within the peer's
+//! windows; [`StreamIo`], a byte stream over an extended-CONNECT stream (RFC 8441) for a tunnel,
+//! handed from the stream's task to the tunnel through a [`PendingTunnel`] once the `200` has
+//! gone out; and the head rules every HTTP/2 head obeys ([`strip_connection_specific`]).
 //!
-//! A leaf module: the downstream HTTP/2 server makes these, the request path and the tunnel
-//! take them, and it depends on neither.
+//! A leaf module: the downstream HTTP/2 server and the upstream HTTP/2 client use these, and
+//! it depends on neither.
 
 use bytes::{Buf, Bytes};
 use h2::{RecvStream, SendStream};
+use http::{header, HeaderMap};
 use http_body::{Frame, SizeHint};
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A request body read from a client's HTTP/2 stream. Each DATA chunk's flow-control credit is
-/// given back when the chunk is taken, so the client's window tracks what the proxy consumed.
+/// A body read from an HTTP/2 stream (a client's request, an origin's response). Each DATA
+/// chunk's flow-control credit is given back when the chunk is taken, so the peer's window
+/// tracks what the proxy consumed.
 #[derive(Debug)]
-pub struct RequestBody {
+pub struct RecvBody {
     recv: RecvStream,
-    /// Bytes the request's `content-length` still promises (a size hint for the origin request).
+    /// Bytes the head's `content-length` still promises (a size hint for where the body goes).
     remaining: Option<u64>,
     /// DATA ended; trailers (if any) come next.
     data_done: bool,
     done: bool,
 }
 
-impl RequestBody {
-    /// The body of a request whose `content-length` is `length` (when it has one).
+impl RecvBody {
+    /// The body of a stream whose head's `content-length` is `length` (when it has one).
     pub fn new(recv: RecvStream, length: Option<u64>) -> Self {
         let done = recv.is_end_stream();
         Self {
             recv,
-            remaining: length,
+            // A stream that ended with its head has no body, whatever the head says (the
+            // response to a HEAD request).
+            remaining: if done { Some(0) } else { length },
             data_done: done,
             done,
         }
     }
 }
 
-impl http_body::Body for RequestBody {
+impl http_body::Body for RecvBody {
     type Data = Bytes;
     type Error = h2::Error;
 
@@ -205,5 +212,138 @@ impl PendingTunnel {
 impl std::fmt::Debug for PendingTunnel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PendingTunnel")
+    }
+}
+
+/// The `content-length` of a head, when it has exactly one valid value.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()?.parse().ok()
+}
+
+/// Connection-specific fields (RFC 9113 §8.2.2): never sent on an HTTP/2 stream.
+const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HeaderName::from_static("keep-alive"),
+    header::HeaderName::from_static("proxy-connection"),
+];
+
+/// Removes what an HTTP/2 head may not carry (RFC 9113 §8.2.2; `h2` refuses to send a head
+/// with any of them). The request path already drops hop-by-hop fields; this keeps a gateway
+/// answer, an edit or a request bound for an HTTP/2 origin from breaking the stream.
+pub fn strip_connection_specific(headers: &mut HeaderMap) {
+    for name in &CONNECTION_SPECIFIC {
+        if headers.contains_key(name) {
+            headers.remove(name);
+        }
+    }
+    if headers.get(header::TE).is_some_and(|v| v != "trailers") {
+        headers.remove(header::TE);
+    }
+}
+
+/// What the pipe waits for next.
+enum Next<E> {
+    Frame(Option<Result<Frame<Bytes>, E>>),
+    Gone,
+}
+
+/// Sends `body` on `send` (a response to a client, a request to an origin): each chunk once the
+/// stream has some send capacity (so a peer that reads nothing holds at most a chunk and `h2`'s
+/// bounded send buffer), the end of the stream with the last chunk, trailers as a final HEADERS
+/// frame. A body that fails resets the stream with `on_error`; a stream the peer reset ends it.
+pub async fn send_body<B>(body: B, mut send: SendStream<Bytes>, on_error: h2::Reason)
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let mut body = std::pin::pin!(body);
+    loop {
+        send.reserve_capacity(1);
+        let next = poll_fn(|cx| {
+            if send.poll_reset(cx).is_ready() {
+                return Poll::Ready(Next::Gone);
+            }
+            if send.capacity() == 0 {
+                loop {
+                    match send.poll_capacity(cx) {
+                        Poll::Ready(Some(Ok(0))) => {}
+                        Poll::Ready(Some(Ok(_))) => break,
+                        Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Next::Gone),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            }
+            body.as_mut().poll_frame(cx).map(Next::Frame)
+        })
+        .await;
+        let frame = match next {
+            Next::Gone => return,
+            Next::Frame(None) => {
+                let _ = send.send_data(Bytes::new(), true);
+                return;
+            }
+            Next::Frame(Some(Err(e))) => {
+                tracing::debug!(error = %e, "body failed: resetting the stream");
+                send.send_reset(on_error);
+                return;
+            }
+            Next::Frame(Some(Ok(frame))) => frame,
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                let end = body.is_end_stream();
+                if send.send_data(data, end).is_err() || end {
+                    return;
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    let _ = send.send_trailers(trailers);
+                } else {
+                    let _ = send.send_data(Bytes::new(), true);
+                }
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{header, HeaderMap};
+
+    #[test]
+    fn content_length_is_read_only_when_single_and_valid() {
+        let mut h = HeaderMap::new();
+        assert_eq!(content_length(&h), None);
+        h.insert(header::CONTENT_LENGTH, "12".parse().unwrap());
+        assert_eq!(content_length(&h), Some(12));
+        h.append(header::CONTENT_LENGTH, "12".parse().unwrap());
+        assert_eq!(content_length(&h), None);
+        h.insert(header::CONTENT_LENGTH, "x".parse().unwrap());
+        assert_eq!(content_length(&h), None);
+    }
+
+    #[test]
+    fn connection_specific_fields_are_stripped_and_te_trailers_kept() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, "close".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        h.insert(header::TE, "trailers".parse().unwrap());
+        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        strip_connection_specific(&mut h);
+        assert_eq!(h.len(), 2, "{h:?}");
+        h.insert(header::TE, "gzip".parse().unwrap());
+        strip_connection_specific(&mut h);
+        assert!(!h.contains_key(header::TE));
     }
 }

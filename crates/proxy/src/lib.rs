@@ -32,6 +32,7 @@ pub mod error;
 pub mod facts;
 pub mod fingerprint;
 pub mod gateway;
+pub mod h2_keepalive;
 pub mod h2_stream;
 pub mod identity;
 pub mod interim;

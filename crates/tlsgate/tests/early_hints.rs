@@ -3,6 +3,7 @@
 //! the middle of another response (pipelined requests); HTTP/2 clients get them on each
 //! request's own stream (curl, and nghttp with concurrent streams); HTTP/1.0 clients, and groups
 //! with `forward_early_hints = false`, get the final response only, and each case is counted.
+//! An HTTP/2 origin's 103s (on the request's stream) reach HTTP/1.1 and HTTP/2 clients the same way.
 
 mod common;
 
@@ -80,6 +81,38 @@ fn pipelined_requests_never_get_hints_inside_another_response() {
     let busy = counted(&f, "dropped_busy");
     assert_eq!(forwarded + busy, 3.0, "{}", f.gw.metrics());
     assert_eq!(text.matches("HTTP/1.1 103").count() as f64, forwarded, "{text}");
+}
+
+#[test]
+fn an_http2_origins_hints_reach_http11_and_http2_clients() {
+    let origin = tlsgate_testkit::hints::hinting_h2_origin();
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "hints"),
+        common::upstream("hints", &[origin], "protocol = \"http2\"\n")
+    );
+    let f = common::start("", &routes);
+    let out = f.curl(&["--http1.1", "-sS", "-D", "-"], "/one");
+    let text = out.stdout.as_str();
+    assert_eq!(heads(text), ["HTTP/1.1 103", "HTTP/1.1 200"], "{}", out.all());
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("link: </style.css>; rel=preload; as=style"),
+        "{}",
+        out.all()
+    );
+    assert!(text.ends_with("hello /one"), "{}", out.all());
+    let out = f.curl(&["--http2", "-sS", "-D", "-"], "/two");
+    let text = out.stdout.to_ascii_lowercase();
+    let hints = text
+        .find("http/2 103")
+        .unwrap_or_else(|| panic!("no 103: {}", out.all()));
+    let ok = text
+        .find("http/2 200")
+        .unwrap_or_else(|| panic!("no 200: {}", out.all()));
+    assert!(hints < ok, "{}", out.all());
+    assert!(out.stdout.ends_with("hello /two"), "{}", out.all());
+    assert_eq!(counted(&f, "forwarded"), 2.0, "{}", f.gw.metrics());
 }
 
 #[test]

@@ -543,3 +543,53 @@ fn a_burst_of_first_requests_opens_one_http2_connection() {
         f.gw.metrics()
     );
 }
+
+#[test]
+fn an_http2_origin_closing_its_connections_every_few_requests_loses_none() {
+    // nginx ends each HTTP/2 connection after 3 streams (GOAWAY, then close): later requests
+    // find the shared connection going away and open the next one; streams the origin did not
+    // take (above GOAWAY's last stream) go again.
+    let origin = OriginPki::new(&["127.0.0.1"]);
+    let h2c = free_port();
+    let nginx = Nginx::start(&origin.server(h2c, "http2", "keepalive_requests 3;"), &[h2c]);
+    let mut routes = upstream_route(None, "/h2c/", "h2c");
+    routes.push_str(&upstream(
+        "h2c",
+        &[format!("127.0.0.1:{h2c}")],
+        "protocol = \"http2\"\n",
+    ));
+    let f = common::start("", &routes);
+    let ca = f.pki.ca_file();
+    for parallel in ["1", "4"] {
+        let mut args = vec!["-sS", "--max-time", "20", "--cacert", ca.to_str().unwrap()];
+        args.extend([
+            "--http2",
+            "--parallel",
+            "--parallel-max",
+            parallel,
+            "-w",
+            "%{http_code}\n",
+        ]);
+        let urls: Vec<String> = (0..30).map(|i| f.url(&format!("/h2c/get?p{parallel}-{i}"))).collect();
+        for url in &urls {
+            args.extend(["-o", "/dev/null", url.as_str()]);
+        }
+        let out = tlsgate_testkit::run("curl", &args, b"", Duration::ZERO, Duration::from_secs(25));
+        assert_eq!(
+            out.stdout.matches("200").count(),
+            30,
+            "parallel {parallel}: {}\n{}",
+            out.all(),
+            f.gw.log()
+        );
+        let log = nginx.access_log();
+        let gets = log
+            .lines()
+            .filter(|l| l.contains(&format!("/h2c/get?p{parallel}-")))
+            .count();
+        assert_eq!(gets, 30, "parallel {parallel}: {log}");
+    }
+    // A connection that closes in order is no failure of the server: nothing was skipped.
+    assert!(!f.gw.log().contains("server skipped"), "{}", f.gw.log());
+    assert_eq!(metric(&f, ERRORS, &["upstream=\"h2c\""]), 0.0, "{}", f.gw.metrics());
+}

@@ -11,8 +11,6 @@
 use super::connect::{ProxyPair, Transport};
 use super::exchange::H1Conn;
 use super::limit::{ConnSlot, QueueError, Room, Slots};
-use crate::body::Body;
-use hyper::client::conn::http2;
 use parking_lot::Mutex;
 use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
@@ -26,7 +24,7 @@ pub(super) const LEARNT_H2: u8 = 2;
 /// One server's connections.
 pub struct ServerConns {
     pub(super) idle: Mutex<Vec<Idle>>,
-    pub(super) h2: Mutex<Option<http2::SendRequest<Body>>>,
+    pub(super) h2: Mutex<Option<super::h2_origin::H2Sender>>,
     /// Held while a shared HTTP/2 connection is being opened: requests that find none wait for
     /// that one instead of each opening their own.
     pub(super) h2_dial: tokio::sync::Mutex<()>,
@@ -106,7 +104,7 @@ impl ServerConns {
 
     /// The HTTP/2 connection shared by the server's requests; never one for requests that bring
     /// a PROXY pair.
-    pub(super) fn shared_h2(&self, key: Option<&ProxyPair>) -> Option<http2::SendRequest<Body>> {
+    pub(super) fn shared_h2(&self, key: Option<&ProxyPair>) -> Option<super::h2_origin::H2Sender> {
         if key.is_some() {
             return None;
         }
@@ -114,7 +112,7 @@ impl ServerConns {
     }
 
     /// Keeps a new HTTP/2 connection for sharing, unless it announced a client.
-    pub(super) fn share_h2(&self, key: Option<&ProxyPair>, sender: &http2::SendRequest<Body>) {
+    pub(super) fn share_h2(&self, key: Option<&ProxyPair>, sender: &super::h2_origin::H2Sender) {
         if key.is_none() {
             *self.h2.lock() = Some(sender.clone());
         }

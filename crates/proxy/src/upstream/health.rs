@@ -25,8 +25,8 @@ use bytes::Bytes;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{header, HeaderValue, Request, StatusCode, Uri, Version};
 use http_body_util::Empty;
-use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::future::Future;
@@ -42,9 +42,12 @@ pub enum ProbeError {
     /// No connection: refused, unreachable, TLS refused, or the connect timed out.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// The exchange broke (reset, malformed response).
+    /// The HTTP/1.1 exchange broke (reset, malformed response).
     #[error("exchange failed: {0}")]
     Exchange(#[source] hyper::Error),
+    /// The HTTP/2 exchange broke (reset, GOAWAY, malformed frames).
+    #[error("exchange failed: {0}")]
+    Http2(#[source] h2::Error),
     /// The server closed the connection without a response.
     #[error("connection closed before a response")]
     Closed,
@@ -72,7 +75,7 @@ impl Classify for ProbeError {
             Self::Connect(ConnectError::Tcp { .. }) => "connect",
             Self::Connect(ConnectError::Timeout { .. }) | Self::Timeout(_) => "timeout",
             Self::Connect(ConnectError::Tls { .. }) => "tls",
-            Self::Exchange(_) | Self::Closed => "protocol",
+            Self::Exchange(_) | Self::Http2(_) | Self::Closed => "protocol",
             Self::Status { .. } => "status",
         }
     }
@@ -194,11 +197,10 @@ impl Probe {
             (UpstreamProtocol::Auto, Some(hs)) => hs.h2,
             _ => false,
         };
-        let io = TokioIo::new(io);
         let host = self.host.clone().unwrap_or_else(|| {
             HeaderValue::from_str(server.authority.as_str()).unwrap_or(HeaderValue::from_static("localhost"))
         });
-        let mut request = Request::new(Empty::<Bytes>::new());
+        let mut request = Request::new(());
         request
             .headers_mut()
             .insert(header::USER_AGENT, HeaderValue::from_static("tlsgate-health-check"));
@@ -210,18 +212,15 @@ impl Probe {
             parts.path_and_query = Some(self.path.clone());
             *request.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
             *request.version_mut() = Version::HTTP_2;
-            let (mut sender, conn) = http2::handshake(TokioExecutor::new(), io)
-                .await
-                .map_err(ProbeError::Exchange)?;
-            answer(sender.send_request(request), conn).await
+            answer_h2(io, request).await
         } else {
             *request.uri_mut() = Uri::from(self.path.clone());
             request.headers_mut().insert(header::HOST, host);
             request
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            let (mut sender, conn) = http1::handshake(io).await.map_err(ProbeError::Exchange)?;
-            answer(sender.send_request(request), conn).await
+            let (mut sender, conn) = http1::handshake(TokioIo::new(io)).await.map_err(ProbeError::Exchange)?;
+            answer(sender.send_request(request.map(|()| Empty::<Bytes>::new())), conn).await
         };
         // An alert in answer to the request is the origin refusing the TLS connection (TLS 1.3
         // reports a refused client certificate only then), as for requests (pool.rs).
@@ -232,6 +231,13 @@ impl Probe {
                     source: OriginTlsError::Alert(alert),
                 })),
                 None => Err(ProbeError::Exchange(e)),
+            },
+            Err(ProbeError::Http2(e)) if server.tls => match e.get_io().and_then(|io| alert_in(io)) {
+                Some(alert) => Err(ProbeError::Connect(ConnectError::Tls {
+                    server: server.key.clone(),
+                    source: OriginTlsError::Alert(alert),
+                })),
+                None => Err(ProbeError::Http2(e)),
             },
             other => other,
         }
@@ -257,6 +263,30 @@ where
         (Err(_), Err(e)) => Err(ProbeError::Exchange(e)),
         (Err(e), Ok(())) if e.is_canceled() => Err(ProbeError::Closed),
         (Err(e), Ok(())) => Err(ProbeError::Exchange(e)),
+    }
+}
+
+/// [`answer`] over HTTP/2 (`h2`'s client, as requests use: `super::h2_origin`): the connection
+/// is driven here until the response head is in.
+async fn answer_h2<T>(io: T, request: Request<()>) -> Result<StatusCode, ProbeError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut send, conn) = h2::client::handshake(io).await.map_err(ProbeError::Http2)?;
+    let (response, _) = send.send_request(request, true).map_err(ProbeError::Http2)?;
+    let mut response = std::pin::pin!(response);
+    let ended = tokio::select! {
+        biased;
+        r = &mut response => return r.map(|r| r.status()).map_err(ProbeError::Http2),
+        ended = conn => ended,
+    };
+    // The connection ended: a response it read on the way is in, or the stream failed with it.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match (response.as_mut().poll(&mut cx), ended) {
+        (std::task::Poll::Ready(Ok(r)), _) => Ok(r.status()),
+        (_, Err(e)) => Err(ProbeError::Http2(e)),
+        (std::task::Poll::Ready(Err(e)), Ok(())) => Err(ProbeError::Http2(e)),
+        (std::task::Poll::Pending, Ok(())) => Err(ProbeError::Closed),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod connect;
 mod conns;
 pub mod exchange;
 pub mod forwarding;
+mod h2_origin;
 pub mod health;
 pub mod limit;
 pub mod pool;

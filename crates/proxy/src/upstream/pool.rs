@@ -10,7 +10,8 @@
 //!   kept. Upgrades (WebSocket) go on a new connection driven by hyper's client, which hands the
 //!   connection over once the origin switched protocols.
 //! - HTTP/2 (ALPN `h2` over TLS, prior knowledge over plaintext): one multiplexed connection per
-//!   server, replaced when it closes, driven by hyper's client (one task per connection).
+//!   server, replaced when it closes; the request's task opens its stream and awaits the
+//!   response on it ([`super::h2_origin`]: one task per connection runs `h2`'s connection).
 //! - `auto`: the first connection's ALPN decides, and is remembered per server.
 //! - A request that a reused connection turned away before any byte of it was written (the
 //!   origin closed the idle connection at that moment) goes again on a fresh connection.
@@ -19,15 +20,17 @@ use super::connect::{self, ConnectError, ProxyPair, Transport};
 use super::conns::{Idle, LEARNT_H1, LEARNT_H2};
 use super::exchange::{BodyError, ExchangeError, Failed, GiveBack, H1Body, H1Conn, RequestHead};
 use super::forwarding::is_grpc;
+use super::h2_origin::{self, H2Failed, H2Sender};
 use super::limit::{ConnSlot, QueueError, Room};
 use super::server::UpstreamServer;
 use crate::body::Body;
+use crate::h2_stream::RecvBody;
 use crate::interim::InterimSink;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,14 +58,14 @@ pub struct SendOpts<'a> {
     /// Groups with `send_proxy_protocol` only: the client connection a new connection announces,
     /// and the only one whose requests it carries.
     pub pair: Option<ProxyPair>,
-    /// Where the origin's 103 Early Hints go (HTTP/1.1 origin connections; hyper's HTTP/2
-    /// client does not surface interim responses).
+    /// Where the origin's 103 Early Hints go.
     pub interim: Option<InterimSink<'a>>,
 }
 
 /// A request as prepared for a group's servers (hop-by-hop fields removed, forwarding fields
 /// added), kept by the request path and read in place by every attempt: the HTTP/1.1 exchange
-/// encodes it from here; hyper's clients (HTTP/2, upgrades) get a copy shaped for their wire.
+/// encodes it from here; the HTTP/2 exchange and hyper's client (upgrades) get a head shaped for
+/// their wire.
 #[derive(Clone, Copy)]
 pub struct Outgoing<'a> {
     /// Method, fields and extensions.
@@ -83,16 +86,16 @@ impl Outgoing<'_> {
         }
     }
 
-    /// A copy for hyper's clients (a target that is no URI is refused, the body discarded), in
-    /// the form of `wire`: HTTP/1.1 gets the origin-form target
-    /// and a `Host` (the client's, else the server's); HTTP/2 an absolute URI whose authority is
-    /// the client's host (`:authority`) and no `Host` field.
-    fn request(&self, body: Body, wire: Wire, server: &UpstreamServer) -> Result<Request<Body>, SendError> {
+    /// A copy of the head in the form of `wire` (a target that is no URI is refused, the body
+    /// discarded): HTTP/1.1 gets the origin-form target and a `Host` (the client's, else the
+    /// server's); HTTP/2 an absolute URI whose authority is the client's host (`:authority`) and
+    /// no `Host` field.
+    fn request(&self, body: Body, wire: Wire, server: &UpstreamServer) -> Result<(Request<()>, Body), SendError> {
         let Ok(path) = Uri::try_from(self.target) else {
             discard_unsent(self, body);
             return Err(SendError::Target);
         };
-        let mut req = Request::from_parts(self.parts.clone(), body);
+        let mut req = Request::from_parts(self.parts.clone(), ());
         match wire {
             Wire::Http1 => {
                 *req.version_mut() = Version::HTTP_11;
@@ -122,7 +125,7 @@ impl Outgoing<'_> {
                 }
             }
         }
-        Ok(req)
+        Ok((req, body))
     }
 }
 
@@ -132,9 +135,12 @@ pub enum SendError {
     /// No connection could be opened; nothing was sent.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// The exchange failed after the request was (perhaps partly) sent (HTTP/2, upgrades).
+    /// The exchange of an upgrade failed after the request was (perhaps partly) sent.
     #[error("exchange with the origin failed: {0}")]
     Exchange(#[source] hyper::Error),
+    /// The HTTP/2 exchange failed after the stream was opened (or `h2` refused the head).
+    #[error("exchange with the origin failed: {0}")]
+    Http2(#[source] h2::Error),
     /// The HTTP/1.1 exchange failed after the request was (perhaps partly) sent.
     #[error("exchange with the origin failed: {0}")]
     Http1(#[source] ExchangeError),
@@ -145,8 +151,7 @@ pub enum SendError {
     /// queue; nothing was sent.
     #[error(transparent)]
     Queue(#[from] QueueError),
-    /// The request's target is not a URI hyper's clients take (HTTP/2, upgrades); nothing was
-    /// sent. The client's request, not the origin, is at fault.
+    /// The request's target is not a URI (HTTP/2 and upgrades need one); nothing was sent. The client's request, not the origin, is at fault.
     #[error("the request target is not a valid URI")]
     Target,
 }
@@ -164,6 +169,7 @@ impl SendError {
         let e = match self {
             Self::Exchange(e) => e,
             Self::Http1(e) => return e.before_response(),
+            Self::Http2(e) => return h2_before_response(e),
             _ => return false,
         };
         if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
@@ -182,12 +188,18 @@ impl SendError {
                 );
             }
             if let Some(h2) = s.downcast_ref::<h2::Error>() {
-                return h2.is_io() || h2.is_go_away() || (h2.is_reset() && h2.is_remote());
+                return h2_before_response(h2);
             }
             source = s.source();
         }
         false
     }
+}
+
+/// An HTTP/2 stream failed before its response head: the connection broke or went away, or the
+/// origin reset the stream (e.g. `REFUSED_STREAM`).
+fn h2_before_response(e: &h2::Error) -> bool {
+    e.is_io() || e.is_go_away() || (e.is_reset() && e.is_remote())
 }
 
 impl Classify for SendError {
@@ -202,7 +214,7 @@ impl Classify for SendError {
         match self {
             Self::Target => "bad_request",
             Self::Connect(e) => e.kind(),
-            Self::Exchange(_) => "protocol",
+            Self::Exchange(_) | Self::Http2(_) => "protocol",
             Self::Http1(e) => e.kind(),
             Self::Http1Needed => "upgrade_needs_http1",
             Self::Queue(e) => e.kind(),
@@ -222,7 +234,7 @@ pub struct OriginPool {
     idle_timeout: Duration,
     max_idle: usize,
     h1: http1::Builder,
-    h2: http2::Builder<TokioExecutor>,
+    h2: h2::client::Builder,
     label: &'static str,
 }
 
@@ -247,13 +259,7 @@ impl OriginPool {
         };
         let mut h1 = http1::Builder::new();
         h1.max_buf_size(512 * 1024);
-        let mut h2 = http2::Builder::new(TokioExecutor::new());
-        h2.timer(TokioTimer::new())
-            .initial_stream_window_size(1 << 20)
-            .initial_connection_window_size(4 << 20)
-            .max_concurrent_reset_streams(256)
-            .keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(20));
+        let h2 = h2_origin::builder();
         Ok(Self {
             protocol: config.protocol,
             tls,
@@ -331,14 +337,12 @@ impl OriginPool {
                 Some(Wire::Http1) => {}
                 Some(Wire::Http2) => {
                     let shared = server.conns.shared_h2(pair);
-                    if let Some(mut sender) = shared.filter(|s| !s.is_closed()) {
-                        let req = out.request(body, Wire::Http2, server)?;
-                        match sender.try_send_request(req).await {
-                            Ok(resp) => return Ok(resp.map(OriginBody::hyper)),
-                            Err(mut e) => match e.take_message() {
-                                Some(back) => body = back.into_body(),
-                                None => return Err(SendError::Exchange(e.into_error())),
-                            },
+                    if let Some(sender) = shared.filter(|s| !s.is_closed()) {
+                        let (req, b) = out.request(body, Wire::Http2, server)?;
+                        match h2_origin::send(&sender, req, b, interim).await {
+                            Ok(resp) => return Ok(resp.map(OriginBody::h2)),
+                            Err(H2Failed::Unsent(back, _)) => body = back,
+                            Err(H2Failed::Error(e)) => return Err(SendError::Http2(e)),
                         }
                     } else if pair.is_none() && dialing.is_none() {
                         // Wait for a dial already under way (bounded by its connect timeout),
@@ -390,14 +394,22 @@ impl OriginPool {
                 }
             },
             Fresh::Upgrade(mut sender) => {
-                let req = out.request(body, Wire::Http1, server)?;
-                let resp = sender.send_request(req).await.map_err(refused)?;
+                let (req, body) = out.request(body, Wire::Http1, server)?;
+                let resp = sender.send_request(req.map(|()| body)).await.map_err(refused)?;
                 Ok(resp.map(OriginBody::hyper))
             }
-            Fresh::Http2(mut sender) => {
-                let req = out.request(body, Wire::Http2, server)?;
-                let resp = sender.send_request(req).await.map_err(refused)?;
-                Ok(resp.map(OriginBody::hyper))
+            Fresh::Http2(sender) => {
+                let (req, body) = out.request(body, Wire::Http2, server)?;
+                match h2_origin::send(&sender, req, body, interim).await {
+                    Ok(resp) => Ok(resp.map(OriginBody::h2)),
+                    Err(H2Failed::Error(e)) => Err(refused_h2(server, e)),
+                    // A new connection that takes no stream failed at once (a TLS alert, a
+                    // GOAWAY in answer to the preface).
+                    Err(H2Failed::Unsent(body, e)) => {
+                        discard_unsent(&out, body);
+                        Err(refused_h2(server, e))
+                    }
+                }
             }
         }
     }
@@ -490,16 +502,19 @@ impl OriginPool {
         if !h2 && !http1_only {
             return Ok(Fresh::Http1(H1Conn::new(io)));
         }
-        let io = TokioIo::new(io);
         if h2 {
-            let (sender, conn) = self.h2.handshake(io).await.map_err(|e| refused(server, e))?;
-            tokio::spawn(drive(conn, server.key.clone()));
-            Ok(Fresh::Http2(sender))
-        } else {
-            let (sender, conn) = self.h1.handshake(io).await.map_err(|e| refused(server, e))?;
-            tokio::spawn(drive(conn.with_upgrades(), server.key.clone()));
-            Ok(Fresh::Upgrade(sender))
+            let sender = h2_origin::handshake(&self.h2, io, server.key.clone())
+                .await
+                .map_err(|e| refused_h2(server, e))?;
+            return Ok(Fresh::Http2(sender));
         }
+        let (sender, conn) = self
+            .h1
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| refused(server, e))?;
+        tokio::spawn(drive(conn.with_upgrades(), server.key.clone()));
+        Ok(Fresh::Upgrade(sender))
     }
 
     fn count_handshake(&self, metrics: &Metrics, hs: OriginHandshake) {
@@ -525,6 +540,17 @@ fn refused(server: &UpstreamServer, e: hyper::Error) -> SendError {
             source: OriginTlsError::Alert(alert),
         }),
         _ => SendError::Exchange(e),
+    }
+}
+
+/// [`refused`] for the HTTP/2 handshake and first exchange of a new connection.
+fn refused_h2(server: &UpstreamServer, e: h2::Error) -> SendError {
+    match e.get_io().and_then(|io| alert_in(io)) {
+        Some(alert) if server.tls => SendError::Connect(ConnectError::Tls {
+            server: server.key.clone(),
+            source: OriginTlsError::Alert(alert),
+        }),
+        _ => SendError::Http2(e),
     }
 }
 
@@ -564,8 +590,8 @@ enum Fresh {
     Http1(H1Conn<Transport>),
     /// HTTP/1.1 for an upgrade, driven by hyper (which hands the connection over on `101`).
     Upgrade(http1::SendRequest<Body>),
-    /// HTTP/2, driven by hyper.
-    Http2(http2::SendRequest<Body>),
+    /// HTTP/2, a stream per request ([`super::h2_origin`]).
+    Http2(H2Sender),
 }
 
 /// Hands an HTTP/1.1 connection back to its server's idle stack (`None`: connections are not
@@ -589,12 +615,14 @@ fn count_queue(metrics: &Metrics, upstream: &'static str, result: &'static str) 
 pin_project_lite::pin_project! {
     /// An origin's response body: HTTP/1.1 read by the request's task (its connection goes back
     /// to the pool when the body has ended cleanly; a body dropped early or failed takes its
-    /// connection down), or hyper's (HTTP/2, upgrades).
+    /// connection down), an HTTP/2 stream's, or hyper's (upgrades).
     #[project = OriginBodyProj]
     pub enum OriginBody {
         /// HTTP/1.1.
         H1 { #[pin] inner: H1Body<Transport, Reuse> },
-        /// HTTP/2 or an upgrade's response.
+        /// HTTP/2.
+        H2 { #[pin] inner: RecvBody },
+        /// An upgrade's response.
         Hyper { #[pin] inner: Incoming },
     }
 }
@@ -602,6 +630,10 @@ pin_project_lite::pin_project! {
 impl OriginBody {
     fn h1(inner: H1Body<Transport, Reuse>) -> Self {
         Self::H1 { inner }
+    }
+
+    fn h2(inner: RecvBody) -> Self {
+        Self::H2 { inner }
     }
 
     fn hyper(inner: Incoming) -> Self {
@@ -615,7 +647,10 @@ pub enum OriginBodyError {
     /// HTTP/1.1.
     #[error(transparent)]
     H1(#[from] BodyError),
-    /// HTTP/2 or an upgrade's response.
+    /// HTTP/2.
+    #[error(transparent)]
+    H2(#[from] h2::Error),
+    /// An upgrade's response.
     #[error(transparent)]
     Hyper(#[from] hyper::Error),
 }
@@ -630,6 +665,7 @@ impl http_body::Body for OriginBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, OriginBodyError>>> {
         match self.project() {
             OriginBodyProj::H1 { inner } => inner.poll_frame(cx).map_err(Into::into),
+            OriginBodyProj::H2 { inner } => inner.poll_frame(cx).map_err(Into::into),
             OriginBodyProj::Hyper { inner } => inner.poll_frame(cx).map_err(Into::into),
         }
     }
@@ -637,6 +673,7 @@ impl http_body::Body for OriginBody {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::H1 { inner } => inner.is_end_stream(),
+            Self::H2 { inner } => inner.is_end_stream(),
             Self::Hyper { inner } => inner.is_end_stream(),
         }
     }
@@ -644,6 +681,7 @@ impl http_body::Body for OriginBody {
     fn size_hint(&self) -> http_body::SizeHint {
         match self {
             Self::H1 { inner } => inner.size_hint(),
+            Self::H2 { inner } => inner.size_hint(),
             Self::Hyper { inner } => inner.size_hint(),
         }
     }

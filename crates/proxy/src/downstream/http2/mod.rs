@@ -12,7 +12,6 @@
 //! write (one TLS record, one `sendmsg`, instead of one per stream).
 
 mod date;
-mod keepalive;
 mod stream;
 
 use crate::context::ConnContext;
@@ -21,8 +20,8 @@ use crate::downstream::frames::FrameWatch;
 use crate::downstream::io::Activity;
 use crate::downstream::park::ReleasedMark;
 use crate::downstream::records::RecordSizer;
+use crate::h2_keepalive::KeepAlive;
 use bytes::Bytes;
-use keepalive::KeepAlive;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! Keep-alive PINGs on an HTTP/2 connection (`[http2] keep_alive_interval`): a PING every
-//! interval, and the connection is given up when one is not answered within
-//! `keep_alive_timeout` (a client or path that died without a FIN or RST). Off by default.
+//! Keep-alive PINGs on an HTTP/2 connection, a client's (`[http2] keep_alive_interval`, off by
+//! default) or an origin's (always): a PING every interval, and the connection is given up when
+//! one is not answered within the timeout (a peer or path that died without a FIN or RST).
+//! A leaf module: the downstream server and the upstream client both drive it.
 
 use std::future::Future;
 use std::pin::Pin;
