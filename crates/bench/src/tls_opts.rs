@@ -6,7 +6,9 @@
 
 use crate::values::{host_port, parse_duration};
 use anyhow::{bail, Context};
-use boring::ssl::{Ssl, SslConnector, SslConnectorBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use boring::ssl::{
+    Ssl, SslConnector, SslConnectorBuilder, SslContextBuilder, SslMethod, SslOptions, SslVerifyMode, SslVersion,
+};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -153,6 +155,26 @@ impl TlsOpts {
         };
         b.set_min_proto_version(Some(min))?;
         b.set_max_proto_version(Some(max))?;
+        self.configure(&mut b, alpn_wire)?;
+        Ok(b)
+    }
+
+    /// The client context of a QUIC connection (`probe --h3`): the same groups, signature
+    /// algorithms and verification as [`Self::connector`]'s, TLS 1.3 only (QUIC has no other);
+    /// quiche sets the ALPN list itself.
+    pub fn quic_context(&self) -> anyhow::Result<SslContextBuilder> {
+        if self.tls.as_deref() == Some("1.2") {
+            bail!("--tls 1.2: QUIC is TLS 1.3 only");
+        }
+        let mut b = SslContextBuilder::new(SslMethod::tls()).context("cannot create a TLS context")?;
+        b.set_min_proto_version(Some(SslVersion::TLS1_3))?;
+        b.set_max_proto_version(Some(SslVersion::TLS1_3))?;
+        self.configure(&mut b, &[])?;
+        Ok(b)
+    }
+
+    /// What [`Self::connector`] and [`Self::quic_context`] have in common.
+    fn configure(&self, b: &mut SslContextBuilder, alpn_wire: &[u8]) -> anyhow::Result<()> {
         if let Some(groups) = &self.groups {
             b.set_curves_list(groups)
                 .with_context(|| format!("--groups {groups}: unknown group"))?;
@@ -187,7 +209,7 @@ impl TlsOpts {
         if self.no_ticket {
             b.set_options(SslOptions::NO_TICKET);
         }
-        Ok(b)
+        Ok(())
     }
 
     /// The signature algorithm list to set: `--sigalgs`, with the ML-DSA schemes in front under

@@ -420,3 +420,105 @@ fn a_gateway_restarted_with_the_cluster_secret_resets_the_connections_it_lost() 
     assert!(error.contains("stateless reset"), "{got:?}\n{}", second.log());
     assert!(second.metric("tlsgate_quic_datagrams_total", &["what=\"stateless_reset\""]) >= 1.0);
 }
+
+/// Runs `tlsgate probe --json --h3 ARGS` against `port` with the test CA; (exit code, stderr,
+/// report).
+fn probe_h3(ca: &Path, port: u16, args: &[&str]) -> (i32, String, Value) {
+    let out = std::process::Command::new(common::binary())
+        .args([
+            "probe",
+            "--json",
+            "--h3",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--sni",
+            "localhost",
+        ])
+        .args(["--path", "/hello"])
+        .args(args)
+        .arg(format!("127.0.0.1:{port}"))
+        .output()
+        .expect("run tlsgate probe");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), stderr, report)
+}
+
+#[test]
+fn probe_h3_reports_the_handshake_resumption_and_0rtt_over_quic() {
+    let f = common::start(&format!("{}[tls.tickets]\nearly_data = true\n", http3("")), "");
+    let ca = f.pki.ca_file();
+    let checks = [
+        "--expect-resume",
+        "--expect-early-data",
+        "--expect-alpn",
+        "h3",
+        "--expect-version",
+        "1.3",
+    ];
+    let (code, stderr, report) = probe_h3(
+        &ca,
+        f.https,
+        &[&["-n", "3", "--early-data", "--timeout", "5s"], &checks[..]].concat(),
+    );
+    assert_eq!(code, 0, "{stderr}\n{report:#}\n{}", f.gw.log());
+    let conns = report["connections"].as_array().unwrap();
+    let resumption: Vec<_> = conns.iter().map(|c| c["resumption"].as_str().unwrap()).collect();
+    assert_eq!(resumption, ["full", "tls13_psk", "tls13_psk"], "{report:#}");
+    for c in conns {
+        assert_eq!(c["http_status"], 200, "{report:#}");
+        assert_eq!(c["alpn"], "h3", "{report:#}");
+        assert_eq!(c["version"], "TLSv1.3", "{report:#}");
+        assert!(
+            c["cipher"].as_str().is_some_and(|s| s.starts_with("TLS_")),
+            "{report:#}"
+        );
+    }
+    // The first connection is a full handshake with the certificate; the others resume and
+    // send their GET as 0-RTT, which the gateway accepts.
+    assert!(conns[0]["chain_certs"].as_u64().unwrap() >= 1, "{report:#}");
+    assert_eq!(conns[0]["cert_type"], "ECDSA", "{report:#}");
+    for c in &conns[1..] {
+        assert_eq!(c["early_data"]["offered"], true, "{report:#}");
+        assert_eq!(c["early_data"]["accepted"], true, "{report:#}");
+    }
+    // The gateway saw the same: two resumed QUIC handshakes, both with early data.
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &["outcome=\"resumed\""]),
+        2.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &["early_data=\"yes\""]),
+        2.0,
+        "{}",
+        f.gw.metrics()
+    );
+}
+
+#[test]
+fn probe_h3_fails_clearly_where_nothing_speaks_quic() {
+    // A gateway without HTTP/3: its port is TCP only.
+    let f = common::start("", "");
+    let ca = f.pki.ca_file();
+    let (code, stderr, report) = probe_h3(&ca, f.https, &["-n", "1", "--timeout", "1s"]);
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    let error = report["connections"][0]["error"].as_str().unwrap_or_default();
+    assert!(!error.is_empty(), "{report:#}");
+    assert!(stderr.contains("connection 1 failed"), "{stderr}");
+    // Session files are TCP sessions: refused with --h3, before any connection.
+    let out = std::process::Command::new(common::binary())
+        .args([
+            "probe",
+            "--h3",
+            "--sess-out",
+            "/tmp/x.der",
+            &format!("127.0.0.1:{}", f.https),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not with --h3"));
+}

@@ -21,6 +21,10 @@ pub struct ProbeArgs {
     /// Send the request as TLS 1.3 early data (0-RTT) when the offered session allows it.
     #[arg(long)]
     pub early_data: bool,
+    /// Over QUIC and HTTP/3 (UDP, same port unless `--connect-to` says otherwise) instead of
+    /// TCP; the same report, TLS facts included.
+    #[arg(long)]
+    pub h3: bool,
     /// Offer this saved session (DER, from `--sess-out`) on the first connection.
     #[arg(long, value_name = "FILE")]
     pub sess_in: Option<PathBuf>,

@@ -126,11 +126,11 @@ impl Prober {
         r.early_data.offered = client_ffi::in_early_data(tls.ssl());
         let h2 = !r.early_data.offered && tls.ssl().selected_alpn_protocol() == Some(b"h2");
         let (status, hsts, ttfb) = if h2 {
-            self.tls_info(r, tls.ssl());
+            tls_info(r, tls.ssl());
             self.get_h2(tls, t0).await?
         } else {
             let out = self.get_h1(&mut tls, r, t0).await?;
-            self.tls_info(r, tls.ssl());
+            tls_info(r, tls.ssl());
             let _ = timeout(plan.args.opts.timeout, tls.shutdown()).await;
             out
         };
@@ -143,60 +143,6 @@ impl Prober {
             ttlb: micros(t0.elapsed()),
         });
         Ok(())
-    }
-
-    /// Version, cipher, group, certificate, ALPN, staple, resumption: once the handshake is done.
-    fn tls_info(&self, r: &mut ConnReport, ssl: &SslRef) {
-        r.version = Some(ssl.version_str().to_string());
-        r.cipher = ssl
-            .current_cipher()
-            .map(|c| c.standard_name().unwrap_or_else(|| c.name()).to_string());
-        r.group = ssl.curve_name().map(str::to_string);
-        // BoringSSL keeps the original handshake's algorithm in a resumed session; nothing was
-        // signed on a resumption, so report none.
-        r.sigalg = ssl
-            .peer_signature_algorithm()
-            .filter(|_| !ssl.session_reused())
-            .map(|s| s.name().map_or_else(|| s.to_string(), str::to_string));
-        r.alpn = ssl
-            .selected_alpn_protocol()
-            .map(|p| String::from_utf8_lossy(p).into_owned());
-        r.resumed = ssl.session_reused();
-        r.resumption = match (r.resumed, ssl.version2()) {
-            (false, _) => "full",
-            (true, Some(SslVersion::TLS1_3)) => "tls13_psk",
-            (true, _) if r.offered_ticket => "ticket",
-            (true, _) => "session_id",
-        };
-        r.early_data.accepted = r.early_data.offered && client_ffi::early_data_accepted(ssl);
-        r.early_data.reason = client_ffi::early_data_reason(ssl);
-        let chain: Vec<boring::x509::X509> = ssl
-            .peer_cert_chain()
-            .map(|c| c.iter().map(|x| x.to_owned()).collect())
-            .unwrap_or_default();
-        r.chain_certs = chain.len();
-        r.chain_bytes = chain.iter().map(|c| c.to_der().map_or(0, |d| d.len())).sum();
-        r.cert_from_session = r.resumed;
-        let peer_key = ssl.peer_certificate().and_then(|c| c.public_key().ok());
-        r.cert_type = peer_key.as_ref().map(|k| {
-            match (k.id(), tlsgate_tls::mldsa::Level::of_id(k.id())) {
-                (_, Some(level)) => level.display(),
-                (Id::EC, _) => "ECDSA",
-                (Id::RSA, _) => "RSA",
-                (Id::ED25519, _) => "Ed25519",
-                _ => "other",
-            }
-            .to_string()
-        });
-        r.signature_bytes = crate::probe::report::signature_bytes(r.sigalg.as_deref(), peer_key.as_deref());
-        r.ocsp = ocsp(ssl.ocsp_status(), &chain);
-        if r.ech.offered {
-            r.ech.accepted = ssl.ech_accepted();
-            r.ech.served_name = chain.first().and_then(|c| {
-                let names = c.subject_alt_names()?;
-                names.iter().find_map(|n| n.dnsname().map(str::to_string))
-            });
-        }
     }
 
     async fn get_h1(
@@ -292,7 +238,62 @@ impl Prober {
     }
 }
 
-fn micros(d: std::time::Duration) -> u64 {
+/// Version, cipher, group, certificate, ALPN, staple, resumption: once the handshake is done
+/// (over TCP from the stream; over QUIC from BoringSSL's handshake-done callback).
+pub(super) fn tls_info(r: &mut ConnReport, ssl: &SslRef) {
+    r.version = Some(ssl.version_str().to_string());
+    r.cipher = ssl
+        .current_cipher()
+        .map(|c| c.standard_name().unwrap_or_else(|| c.name()).to_string());
+    r.group = ssl.curve_name().map(str::to_string);
+    // BoringSSL keeps the original handshake's algorithm in a resumed session; nothing was
+    // signed on a resumption, so report none.
+    r.sigalg = ssl
+        .peer_signature_algorithm()
+        .filter(|_| !ssl.session_reused())
+        .map(|s| s.name().map_or_else(|| s.to_string(), str::to_string));
+    r.alpn = ssl
+        .selected_alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    r.resumed = ssl.session_reused();
+    r.resumption = match (r.resumed, ssl.version2()) {
+        (false, _) => "full",
+        (true, Some(SslVersion::TLS1_3)) => "tls13_psk",
+        (true, _) if r.offered_ticket => "ticket",
+        (true, _) => "session_id",
+    };
+    r.early_data.accepted = r.early_data.offered && client_ffi::early_data_accepted(ssl);
+    r.early_data.reason = client_ffi::early_data_reason(ssl);
+    let chain: Vec<boring::x509::X509> = ssl
+        .peer_cert_chain()
+        .map(|c| c.iter().map(|x| x.to_owned()).collect())
+        .unwrap_or_default();
+    r.chain_certs = chain.len();
+    r.chain_bytes = chain.iter().map(|c| c.to_der().map_or(0, |d| d.len())).sum();
+    r.cert_from_session = r.resumed;
+    let peer_key = ssl.peer_certificate().and_then(|c| c.public_key().ok());
+    r.cert_type = peer_key.as_ref().map(|k| {
+        match (k.id(), tlsgate_tls::mldsa::Level::of_id(k.id())) {
+            (_, Some(level)) => level.display(),
+            (Id::EC, _) => "ECDSA",
+            (Id::RSA, _) => "RSA",
+            (Id::ED25519, _) => "Ed25519",
+            _ => "other",
+        }
+        .to_string()
+    });
+    r.signature_bytes = crate::probe::report::signature_bytes(r.sigalg.as_deref(), peer_key.as_deref());
+    r.ocsp = ocsp(ssl.ocsp_status(), &chain);
+    if r.ech.offered {
+        r.ech.accepted = ssl.ech_accepted();
+        r.ech.served_name = chain.first().and_then(|c| {
+            let names = c.subject_alt_names()?;
+            names.iter().find_map(|n| n.dnsname().map(str::to_string))
+        });
+    }
+}
+
+pub(super) fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod conn;
+pub mod quic;
 pub mod report;
 
 pub use args::{ProbeArgs, ProbePlan};
@@ -16,6 +17,9 @@ use boring::ssl::SslSession;
 /// Runs the probe and returns its report (printing nothing).
 pub fn probe(plan: &ProbePlan) -> anyhow::Result<ProbeReport> {
     let a = &plan.args;
+    if a.h3 {
+        return probe_h3(plan);
+    }
     if plan.early_data && crate::tls_opts::alpn_offers(&plan.alpn_wire, b"h2") {
         bail!("--early-data sends an HTTP/1.1 request: offer --alpn http/1.1 only");
     }
@@ -77,4 +81,24 @@ pub fn run_and_report(args: &ProbeArgs) -> anyhow::Result<bool> {
         eprintln!("probe: expectation {} failed: {}", e.flag, e.message);
     }
     Ok(report.ok)
+}
+
+/// [`probe`] over QUIC and HTTP/3 (`--h3`): each connection offers the previous one's session.
+fn probe_h3(plan: &ProbePlan) -> anyhow::Result<ProbeReport> {
+    let mut prober = quic::QuicProber::new(plan)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let conns: Vec<_> = (1..=plan.args.connections)
+        .map(|i| rt.block_on(prober.probe(i)))
+        .collect();
+    let expectations = report::expectations(plan, &conns);
+    let ok = conns.iter().all(|c| c.error.is_none()) && expectations.iter().all(|e| e.ok);
+    Ok(ProbeReport {
+        target: plan.args.target.clone(),
+        addr: format!("{} (UDP)", plan.addr),
+        sni: plan.sni.clone(),
+        connections: conns,
+        expectations,
+        ok,
+        session_saved: None,
+    })
 }
