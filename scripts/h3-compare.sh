@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# HTTP/3 per server CPU-second: tlsgate against Caddy (issue 19), with load from clients tlsgate
+# did not write: quic-go's HTTP/3 client (scripts/h3/h3load, built here with `go build`) and
+# h2load for the HTTP/2 reference row. Each server alone, one worker / GOMAXPROCS=1 pinned to
+# SERVER_CPU, the load on LOAD_CPU; interleaved rounds; the figure is requests answered 200 per
+# CPU-second of the server's process (utime + stime from /proc).
+#
+#   scripts/h3-compare.sh                         # every cell, 3 rounds of 5 s
+#   CELLS="h3_13 h3_new" ROUNDS=5 scripts/h3-compare.sh
+#
+# Cells:
+#   h3_13    HTTP/3, 16 QUIC connections × 4 requests at a time, 13 B    h3load -c 16 -m 4
+#   h3_new   HTTP/3, a new QUIC connection (full handshake) per request h3load -new -c 8
+#   h2_13    HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)    h2load -t1 -c16 -m10
+#
+# Environment: SERVERS ("tlsgate caddy"), CELLS (all), ROUNDS (3), DURATION (5 s),
+# SERVER_CPU (0), LOAD_CPU (1), PORT (19843, TCP and UDP), ADMIN (19844), GATEWAY_BIN (the
+# tlsgate binary measured; default target/release/tlsgate, built when missing), WORK (a new
+# temporary directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCH_NAME=h3-compare
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+
+SERVERS=${SERVERS:-"tlsgate caddy"}
+CELLS=${CELLS:-all}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+SERVER_CPU=${SERVER_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+PORT=${PORT:-19843}
+ADMIN=${ADMIN:-19844}
+BIN=target/release/tlsgate
+WORK=${WORK:-$(mktemp -d /tmp/tlsgate-h3.XXXXXX)}
+
+ALL=(
+  "h3_13|HTTP/3, 16 QUIC connections × 4 requests at a time, 13 B|h3load -c 16 -m 4"
+  "h3_new|HTTP/3, a new QUIC connection (full handshake) per request, 13 B|h3load -new -c 8"
+  "h2_13|HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)|h2load -t1 -c16 -m10"
+)
+
+bench_install_missing caddy:caddy h2load:nghttp2-client
+command -v go >/dev/null || { log "go is needed to build the HTTP/3 load generator"; exit 1; }
+bench_build_tlsgate "$BIN"
+bench_copy_gateway "$BIN"
+bench_raise_nofile
+bench_mint_certificate "tlsgate h3-compare CA"
+(cd scripts/h3/h3load && go build -o "$WORK/h3load" .)
+bench_render scripts/h3/tlsgate.toml.in "$WORK/tlsgate.toml" WORK="$WORK" PORT="$PORT" ADMIN="$ADMIN"
+bench_render scripts/h3/Caddyfile.in "$WORK/Caddyfile" WORK="$WORK" PORT="$PORT"
+GW_ID="$(git describe --always --dirty 2>/dev/null || echo unknown), tlsgate sha256 $(sha256sum "$GW_BIN" | cut -c1-12)"
+bench_save_params SERVERS CELLS ROUNDS DURATION SERVER_CPU LOAD_CPU GW_ID
+bench_ports_free "$PORT" "$ADMIN"
+read -r -a servers <<<"$SERVERS"
+bench_select ALL "$CELLS"
+: >"$WORK/results.jsonl"
+log "work directory $WORK; servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $ROUNDS rounds of ${DURATION}s"
+
+start_server() { # name
+  case $1 in
+    tlsgate) bench_start_server tlsgate "$SERVER_CPU" "$WORK/tlsgate.toml" "$PORT" 0.3 ;;
+    caddy)
+      GOMAXPROCS=1 taskset -c "$SERVER_CPU" caddy run --config "$WORK/Caddyfile" --adapter caddyfile \
+        >>"$WORK/caddy.log" 2>&1 &
+      BENCH_PID=$!
+      bench_wait_port "$PORT" || { log "caddy did not start"; tail -n 20 "$WORK/caddy.log" >&2; exit 1; }
+      sleep 0.5
+      ;;
+    *) log "unknown server $1"; exit 2 ;;
+  esac
+}
+
+one_run() { # round server line
+  local round=$1 s=$2 line=$3 id load out t0 t1 requests errors first cpu
+  IFS='|' read -r id _ load <<<"$line"
+  start_server "$s"
+  local pid=$BENCH_PID url="https://127.0.0.1:$PORT/13b"
+  out="$WORK/$s-$id-$round.txt"
+  t0=$(bench_cpu_total "$pid")
+  case $load in
+    h3load*)
+      # shellcheck disable=SC2086
+      taskset -c "$LOAD_CPU" "$WORK/h3load" ${load#h3load } -d "${DURATION}s" -ca "$WORK/ca.pem" \
+        -url "$url" >"$out" 2>&1 || true
+      requests=$(jq -r '.requests // 0' "$out" 2>/dev/null || echo 0)
+      errors=$(jq -r '.errors // 0' "$out" 2>/dev/null || echo 1)
+      first=$(jq -r '.first_error // ""' "$out" 2>/dev/null || head -c 200 "$out")
+      ;;
+    h2load*)
+      # shellcheck disable=SC2086
+      taskset -c "$LOAD_CPU" h2load ${load#h2load } -D "$DURATION" "https://localhost:$PORT/13b" >"$out" 2>&1 || true
+      requests=$(awk '/^status codes:/{print $3}' "$out")
+      errors=$(awk '/^requests:/{print $10 + $12}' "$out")
+      first=""
+      ;;
+  esac
+  t1=$(bench_cpu_total "$pid")
+  bench_stop_pid "$pid"
+  cpu=$(echo "($t1 - $t0) / $TCK" | bc -l)
+  jq -nc --arg cell "$id" --arg server "$s" --argjson round "$round" --argjson requests "${requests:-0}" \
+    --argjson errors "${errors:-0}" --arg first "$first" --argjson cpu "$cpu" --argjson dur "$DURATION" \
+    '{cell:$cell, server:$server, round:$round, requests:$requests, errors:$errors, first_error:$first,
+      cpu_s:$cpu, rate:($requests/$dur), per_cpu:(if $cpu > 0 then $requests/$cpu else 0 end)}' >>"$WORK/results.jsonl"
+  log "round $round, $s $id: $requests answered, $errors errors, server CPU $(printf %.2f "$cpu") s, $(jq -r 'select(.cell=="'"$id"'" and .server=="'"$s"'" and .round=='"$round"') | .per_cpu | floor' "$WORK/results.jsonl") per CPU-s${first:+ ($first)}"
+}
+
+bench_rounds "$ROUNDS" one_run
+
+echo
+echo "### HTTP/3 per server CPU-second (tlsgate ${GW_ID}; Caddy $(caddy version | cut -d' ' -f1))"
+echo
+echo "Each server alone on CPU $SERVER_CPU (tlsgate 1 worker, Caddy GOMAXPROCS=1), load on CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, medians. Figure: requests answered 200 ÷ the server's CPU seconds."
+echo
+bench_table_head "l:cell" "l:load" "r:tlsgate" "r:Caddy" "r:tlsgate ÷ Caddy" "r:rate tlsgate / Caddy" "r:server CPU tlsgate / Caddy"
+for line in "${selected[@]}"; do
+  IFS='|' read -r id title load <<<"$line"
+  jq -rs --arg id "$id" --arg title "$title" --arg load "$load" "$BENCH_JQ_MEDIAN"'
+    def med(s; f): [.[] | select(.cell == $id and .server == s) | f] | median;
+    (med("tlsgate"; .per_cpu)) as $t | (med("caddy"; .per_cpu)) as $c |
+    def k: if . == null then "–" else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
+    def r2: if . == null then "–" else (. * 100 | round / 100 | tostring) end;
+    "| \($title) | `\($load)` | \($t | k) | \($c | k) | **\(if $t != null and $c != null and $c > 0 then ($t / $c | r2) + "×" else "–" end)** | \(med("tlsgate"; .rate) | k) / \(med("caddy"; .rate) | k) | \(med("tlsgate"; .cpu_s / '"$DURATION"') | r2) / \(med("caddy"; .cpu_s / '"$DURATION"') | r2) |"
+  ' "$WORK/results.jsonl"
+done
+echo
+failed=$(jq -s '[.[] | select(.errors > 0 or .requests == 0)] | length' "$WORK/results.jsonl")
+[ "$failed" = 0 ] || { log "$failed runs had errors or no answers: see $WORK/results.jsonl"; }
+log "raw results in $WORK (results.jsonl, <server>-<cell>-<round>.txt)"
