@@ -12,6 +12,8 @@
 #   h3_13    HTTP/3, 16 QUIC connections × 4 requests at a time, 13 B    h3load -c 16 -m 4
 #   h3_new   HTTP/3, a new QUIC connection (full handshake) per request h3load -new -c 8
 #   h2_13    HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)    h2load -t1 -c16 -m10
+#   h3_own   h3_13 with tlsgate's own client, beside the figures of record (its client core
+#            is less of a limit than quic-go's)                        tlsgate bench --h3 -c 16 -m 4
 #
 # Environment: SERVERS ("tlsgate caddy"), CELLS (all), ROUNDS (3), DURATION (5 s),
 # SERVER_CPU (0), LOAD_CPU (1), PORT (19843, TCP and UDP), ADMIN (19844), GATEWAY_BIN (the
@@ -38,6 +40,7 @@ ALL=(
   "h3_13|HTTP/3, 16 QUIC connections × 4 requests at a time, 13 B|h3load -c 16 -m 4"
   "h3_new|HTTP/3, a new QUIC connection (full handshake) per request, 13 B|h3load -new -c 8"
   "h2_13|HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)|h2load -t1 -c16 -m10"
+  "h3_own|HTTP/3 as h3_13, load from tlsgate bench (not of record)|bench -c 16 -m 4"
 )
 
 bench_install_missing caddy:caddy h2load:nghttp2-client
@@ -86,6 +89,14 @@ one_run() { # round server line
       requests=$(jq -r '.requests // 0' "$out" 2>/dev/null || echo 0)
       errors=$(jq -r '.errors // 0' "$out" 2>/dev/null || echo 1)
       first=$(jq -r '.first_error // ""' "$out" 2>/dev/null || head -c 200 "$out")
+      ;;
+    bench*)
+      # shellcheck disable=SC2086
+      taskset -c "$LOAD_CPU" "$GW_BIN" bench --h3 ${load#bench } -d "${DURATION}s" --cacert "$WORK/ca.pem" \
+        --connect-to "127.0.0.1:$PORT" --json "$out.json" "https://localhost:$PORT/13b" >"$out" 2>&1 || true
+      requests=$(jq -r '.status["200"] // 0' "$out.json" 2>/dev/null || echo 0)
+      errors=$(jq -r '.errors_total // 1' "$out.json" 2>/dev/null || echo 1)
+      first=$(jq -r '[.first_error[]] | first // ""' "$out.json" 2>/dev/null || head -c 200 "$out")
       ;;
     h2load*)
       # shellcheck disable=SC2086

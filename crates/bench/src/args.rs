@@ -54,7 +54,12 @@ pub struct BenchArgs {
     /// `--new-conn` (one request per connection).
     #[arg(long, conflicts_with_all = ["handshake_only", "hold"])]
     pub h2: bool,
-    /// Concurrent streams per HTTP/2 connection (keep-alive mode).
+    /// HTTP/3 over QUIC (UDP, quiche on the same BoringSSL) instead of HTTP/1.1: keep-alive
+    /// (`-m` requests at a time per connection) or `--new-conn` (a QUIC connection per request,
+    /// resuming the thread's newest session unless `--no-ticket`).
+    #[arg(long, conflicts_with_all = ["handshake_only", "hold", "h2", "rate", "tfo"])]
+    pub h3: bool,
+    /// Concurrent streams per HTTP/2 or HTTP/3 connection (keep-alive mode).
     #[arg(short = 'm', long = "streams", default_value_t = 1)]
     pub streams: usize,
     /// Constant throughput: this many requests (handshakes with --handshake-only) per second in
@@ -149,7 +154,9 @@ pub struct Plan {
     pub host_header: String,
     /// HTTP/2.
     pub h2: bool,
-    /// Streams per HTTP/2 connection.
+    /// HTTP/3 over QUIC (`--h3`).
+    pub h3: bool,
+    /// Streams per HTTP/2 or HTTP/3 connection.
     pub streams: usize,
     /// Target operations per second in all (`--rate`).
     pub rate: Option<f64>,
@@ -294,14 +301,19 @@ impl BenchArgs {
         if self.streams == 0 {
             bail!("-m must be at least 1");
         }
-        if self.streams > 1 && !self.h2 {
-            bail!("-m (streams per connection) needs --h2");
+        if self.streams > 1 && !(self.h2 || self.h3) {
+            bail!("-m (streams per connection) needs --h2 or --h3");
         }
         if self.streams > 1 && mode == Mode::NewConn {
             bail!("-m (streams per connection) does not go with --new-conn (one request per connection)");
         }
         let alpn_wire = self.opts.alpn_wire(if self.h2 { "h2" } else { "http/1.1" })?;
+        if self.h3 && self.opts.tls.as_deref() == Some("1.2") {
+            bail!("--h3 is QUIC, TLS 1.3 only: not with --tls 1.2");
+        }
         match (self.h2, alpn_offers(&alpn_wire, b"h2")) {
+            // HTTP/3 offers h3 only (quiche's list); --alpn does not apply.
+            _ if self.h3 => {}
             (true, false) => bail!("--h2 speaks HTTP/2 only: --alpn must offer h2"),
             (false, true) => bail!("--alpn offers h2, but without --h2 the bench speaks HTTP/1.1 only: add --h2"),
             _ => {}
@@ -342,6 +354,7 @@ impl BenchArgs {
             headers,
             host_header,
             h2: self.h2,
+            h3: self.h3,
             streams: self.streams,
             rate: self.rate,
         })
@@ -535,5 +548,23 @@ mod tests {
         assert!(err(&["--h2", "--new-conn", "-m", "2", "https://127.0.0.1/"]).contains("--new-conn"));
         assert!(err(&["--h2", "--alpn", "http/1.1", "https://127.0.0.1/"]).contains("--alpn must offer h2"));
         assert!(err(&["--alpn", "h2,http/1.1", "https://127.0.0.1/"]).contains("add --h2"));
+    }
+
+    #[test]
+    fn h3_modes_and_refusals() {
+        let p = plan(&["--h3", "-m", "8", "https://127.0.0.1:1/"]);
+        assert_eq!((p.mode, p.h3, p.h2, p.streams), (Mode::KeepAlive, true, false, 8));
+        let p = plan(&["--h3", "--new-conn", "https://127.0.0.1:1/"]);
+        assert_eq!(p.mode, Mode::NewConn);
+        let bad = |args: &[&str]| parse(args).map_or(true, |a| a.plan().is_err());
+        for args in [
+            &["--h3", "--h2", "https://127.0.0.1/"][..],
+            &["--h3", "--handshake-only", "https://127.0.0.1/"],
+            &["--h3", "--rate", "10", "https://127.0.0.1/"],
+            &["--h3", "--tls", "1.2", "https://127.0.0.1/"],
+            &["--h3", "--new-conn", "-m", "2", "https://127.0.0.1/"],
+        ] {
+            assert!(bad(args), "{args:?}");
+        }
     }
 }

@@ -410,7 +410,13 @@ impl Summary {
                 ttlb: Latency::of(&stats.request),
                 request: Latency::of(&stats.request),
             },
-            protocol: if plan.h2 { "h2" } else { "http/1.1" },
+            protocol: if plan.h3 {
+                "h3"
+            } else if plan.h2 {
+                "h2"
+            } else {
+                "http/1.1"
+            },
             streams: plan.streams,
             method: plan.method.clone(),
             rate: plan.rate,

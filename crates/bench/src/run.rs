@@ -4,6 +4,7 @@
 //! fixed schedule ([`Pacer`]); HTTP/2 lives in [`h2`].
 
 mod h2;
+mod h3;
 
 use crate::args::{Limit, Mode, Plan};
 use crate::client::{forget_session, Client};
@@ -157,10 +158,17 @@ fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Re
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();
     let stats = Rc::new(RefCell::new(Stats::default()));
+    let h3 = if shared.plan.h3 {
+        Some(Rc::new(h3::H3Client::new(&shared)?))
+    } else {
+        None
+    };
     local.block_on(&rt, async {
         let tasks: Vec<_> = conns
             .map(|i| {
-                if shared.plan.h2 && shared.plan.mode == Mode::NewConn {
+                if let Some(client) = &h3 {
+                    tokio::task::spawn_local(h3::connection(shared.clone(), stats.clone(), client.clone()))
+                } else if shared.plan.h2 && shared.plan.mode == Mode::NewConn {
                     tokio::task::spawn_local(h2::new_conn(shared.clone(), stats.clone(), i))
                 } else if shared.plan.h2 {
                     tokio::task::spawn_local(h2::connection(shared.clone(), stats.clone(), i))

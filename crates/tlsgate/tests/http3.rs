@@ -522,3 +522,52 @@ fn probe_h3_fails_clearly_where_nothing_speaks_quic() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not with --h3"));
 }
+
+/// Runs `tlsgate bench --h3 ARGS` against the gateway's `/hello` and returns its JSON summary.
+fn bench_h3(f: &common::Fixture, args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("summary.json");
+    let ca = f.pki.ca_file();
+    let out = std::process::Command::new(common::binary())
+        .args(["bench", "--h3", "--cacert", ca.to_str().unwrap(), "--connect-to"])
+        .arg(format!("127.0.0.1:{}", f.https))
+        .arg("--json")
+        .arg(&json)
+        .args(args)
+        .arg(format!("https://localhost:{}/hello", f.https))
+        .output()
+        .expect("run tlsgate bench");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn bench_h3_loads_the_gateway_over_quic_in_both_modes() {
+    let f = common::start(&http3(""), "");
+    // Keep-alive: 2 connections with 4 requests in flight each, 400 requests in all.
+    let s = bench_h3(&f, &["-c", "2", "-m", "4", "-n", "400"]);
+    assert_eq!(s["protocol"], "h3", "{s:#}");
+    assert_eq!(s["errors_total"], 0, "{s:#}");
+    assert_eq!(s["status"]["200"], 400, "{s:#}");
+    assert_eq!(s["handshakes"], 2, "{s:#}");
+    assert_eq!(f.gw.metric("tlsgate_requests_total", &["protocol=\"h3\""]), 400.0);
+    // A QUIC connection per request, the thread's newest session offered: every connection
+    // after the first on each thread resumes, as the gateway counts too.
+    let s = bench_h3(&f, &["--new-conn", "-c", "2", "-n", "30"]);
+    assert_eq!(s["errors_total"], 0, "{s:#}");
+    assert_eq!(s["status"]["200"], 30, "{s:#}");
+    assert_eq!(s["handshakes"], 30, "{s:#}");
+    let resumed = s["resumed"].as_u64().unwrap();
+    assert!(resumed >= 28, "{s:#}");
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &["outcome=\"resumed\""]),
+        resumed as f64,
+        "{}",
+        f.gw.metrics()
+    );
+}
