@@ -400,9 +400,18 @@ fn a_gateway_restarted_with_the_cluster_secret_resets_the_connections_it_lost() 
     let (https, admin) = (first.https, first.admin);
     let text = common::config_with_certs(&common::existing_site_certs(&first.pki), https, admin, &cluster, "");
     let (ca, url) = (first.pki.ca_file(), format!("https://localhost:{https}/hello"));
-    // One request, then the connection is held for 4 s, then one more on it.
+    // One request, then the connection is held for 4 s, then one more on it. The client is
+    // built first (a `go build` inside the thread could outlast the wait below), and the kill
+    // waits until the first gateway has served the first request.
+    h3client();
     let held = std::thread::spawn(move || client(&ca, &["-url", &url, "-hold", "4s"]));
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        common::wait_until(Duration::from_secs(10), || {
+            first.gw.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 1.0
+        }),
+        "the first request never reached the first gateway:\n{}",
+        first.gw.log()
+    );
     // The process dies without closing anything, and a new one takes the same ports.
     let common::Fixture {
         pki: _pki, gw: mut old, ..
