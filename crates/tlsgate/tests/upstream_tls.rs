@@ -268,10 +268,16 @@ struct DemandingServer {
 
 impl DemandingServer {
     fn start(origin: &OriginPki, version: &str) -> Self {
+        Self::start_with(origin, version, &[])
+    }
+
+    /// [`Self::start`] with more `s_server` options (e.g. `-alpn h2`).
+    fn start_with(origin: &OriginPki, version: &str, extra: &[&str]) -> Self {
         tlsgate_testkit::require("openssl");
         let port = free_port();
         let child = Command::new("openssl")
             .args(["s_server", "-accept", &format!("127.0.0.1:{port}"), "-www", version])
+            .args(extra)
             .args(["-Verify", "1", "-verify_return_error"])
             .arg("-cert")
             .arg(&origin.cert)
@@ -592,4 +598,26 @@ fn an_http2_origin_closing_its_connections_every_few_requests_loses_none() {
     // A connection that closes in order is no failure of the server: nothing was skipped.
     assert!(!f.gw.log().contains("server skipped"), "{}", f.gw.log());
     assert_eq!(metric(&f, ERRORS, &["upstream=\"h2c\""]), 0.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn an_http2_origin_refusing_the_client_certificate_is_a_tls_failure() {
+    // TLS 1.3: the refusal (an alert) comes after the handshake, on the first read of the
+    // HTTP/2 connection; it must still count as a TLS failure, not an HTTP/2 protocol error.
+    let origin = OriginPki::new(&["127.0.0.1"]);
+    let s13 = DemandingServer::start_with(&origin, "-tls1_3", &["-alpn", "h2"]);
+    let mut routes = upstream_route(None, "/anon13h2/", "anon13h2");
+    routes.push_str(&upstream(
+        "anon13h2",
+        &[https(s13.port)],
+        &format!("protocol = \"http2\"\n{}", origin.tls("")),
+    ));
+    let f = common::start("", &routes);
+    assert_502(&f, "/anon13h2/x");
+    assert!(
+        metric(&f, ERRORS, &["upstream=\"anon13h2\"", "kind=\"tls\""]) >= 1.0,
+        "{}\n{}",
+        f.gw.metrics(),
+        f.gw.log()
+    );
 }

@@ -4,13 +4,38 @@ use crate::frame::{Reason, StreamId};
 use bytes::Bytes;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 /// Either an H2 reason  or an I/O error
 #[derive(Clone, Debug)]
 pub enum Error {
     Reset(StreamId, Reason, Initiator),
     GoAway(Bytes, Reason, Initiator),
-    Io(io::ErrorKind, Option<String>),
+    Io(io::ErrorKind, Option<IoInner>),
+}
+
+/// The I/O error behind an `Io` error, shared so that `Error` stays `Clone`. (tlsgate patch:
+/// h2 0.4.20 kept only its text, so an application could not tell what failed underneath —
+/// e.g. the TLS alert a server sent instead of the response; its `source()` is now the original
+/// error's inner error.)
+#[derive(Clone, Debug)]
+pub struct IoInner(Arc<io::Error>);
+
+impl fmt::Display for IoInner {
+    fn fmt(&self, fmt: &mut fmt::Formatter) -> fmt::Result {
+        match self.0.get_ref() {
+            Some(inner) => fmt::Display::fmt(inner, fmt),
+            None => fmt::Display::fmt(&self.0, fmt),
+        }
+    }
+}
+
+impl std::error::Error for IoInner {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .get_ref()
+            .map(|inner| inner as &(dyn std::error::Error + 'static))
+    }
 }
 
 pub struct GoAway {
@@ -75,7 +100,7 @@ impl fmt::Display for Error {
     fn fmt(&self, fmt: &mut fmt::Formatter) -> fmt::Result {
         match *self {
             Self::Reset(_, reason, _) | Self::GoAway(_, reason, _) => reason.fmt(fmt),
-            Self::Io(_, Some(ref inner)) => inner.fmt(fmt),
+            Self::Io(_, Some(ref inner)) => fmt::Display::fmt(inner, fmt),
             Self::Io(kind, None) => io::Error::from(kind).fmt(fmt),
         }
     }
@@ -89,7 +114,9 @@ impl From<io::ErrorKind> for Error {
 
 impl From<io::Error> for Error {
     fn from(src: io::Error) -> Self {
-        Error::Io(src.kind(), src.get_ref().map(|inner| inner.to_string()))
+        let kind = src.kind();
+        let inner = src.get_ref().is_some().then(|| IoInner(Arc::new(src)));
+        Error::Io(kind, inner)
     }
 }
 
