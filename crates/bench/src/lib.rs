@@ -25,6 +25,7 @@ pub mod client;
 pub mod http;
 pub mod probe;
 pub mod progress;
+pub mod quic;
 pub mod report;
 pub mod run;
 pub mod tls_opts;

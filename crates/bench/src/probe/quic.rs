@@ -15,10 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
 
-/// HTTP/3's "no error" application code, for the closing CONNECTION_CLOSE.
-const H3_NO_ERROR: u64 = 0x100;
-/// Largest UDP payload read or written.
-const MAX_DATAGRAM: usize = 65_535;
+use crate::quic::{H3_NO_ERROR, MAX_DATAGRAM};
 
 /// The QUIC client of a probe: its configuration, the report of the connection under way (the
 /// handshake-done callback fills its TLS fields), and the newest session received (quiche's
@@ -51,26 +48,7 @@ impl QuicProber {
                 }
             }
         });
-        let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx)
-            .context("cannot create the QUIC configuration")?;
-        config
-            .set_application_protos(quiche::h3::APPLICATION_PROTOCOL)
-            .context("ALPN h3")?;
-        // verify_peer follows --cacert, as over TCP (the context's verify mode is quiche's).
-        config.verify_peer(a.opts.cacert.is_some());
-        config.set_max_idle_timeout(a.opts.timeout.as_millis().try_into().unwrap_or(u64::MAX));
-        config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
-        config.set_max_send_udp_payload_size(1350);
-        config.set_initial_max_data(16 << 20);
-        config.set_initial_max_stream_data_bidi_local(8 << 20);
-        config.set_initial_max_stream_data_bidi_remote(1 << 20);
-        config.set_initial_max_stream_data_uni(1 << 20);
-        config.set_initial_max_streams_bidi(16);
-        config.set_initial_max_streams_uni(16);
-        config.set_disable_active_migration(true);
-        if plan.early_data {
-            config.enable_early_data();
-        }
+        let config = crate::quic::client_config(ctx, &a.opts, 16, plan.early_data)?;
         let h3 = quiche::h3::Config::new().context("HTTP/3 configuration")?;
         Ok(Self {
             config,

@@ -21,10 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
 
-/// HTTP/3's "no error" application code, for the closing CONNECTION_CLOSE.
-const H3_NO_ERROR: u64 = 0x100;
-/// Largest UDP payload read.
-const MAX_DATAGRAM: usize = 65_535;
+use crate::quic::{H3_NO_ERROR, MAX_DATAGRAM};
 
 thread_local! {
     /// What the last handshake on this thread negotiated (set by the handshake-done callback).
@@ -57,19 +54,7 @@ impl H3Client {
                 NEGOTIATED.with(|n| n.set(Some(negotiated)));
             }
         });
-        let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, ctx)?;
-        config.set_application_protos(quiche::h3::APPLICATION_PROTOCOL)?;
-        config.verify_peer(plan.opts.cacert.is_some());
-        config.set_max_idle_timeout(plan.opts.timeout.as_millis().try_into().unwrap_or(u64::MAX));
-        config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
-        config.set_max_send_udp_payload_size(1350);
-        config.set_initial_max_data(64 << 20);
-        config.set_initial_max_stream_data_bidi_local(8 << 20);
-        config.set_initial_max_stream_data_bidi_remote(1 << 20);
-        config.set_initial_max_stream_data_uni(1 << 20);
-        config.set_initial_max_streams_bidi(1000);
-        config.set_initial_max_streams_uni(16);
-        config.set_disable_active_migration(true);
+        let config = crate::quic::client_config(ctx, &plan.opts, 1000, false)?;
         let mut headers = vec![
             quiche::h3::Header::new(b":method", plan.method.as_bytes()),
             quiche::h3::Header::new(b":scheme", b"https"),
@@ -343,22 +328,14 @@ async fn keep_alive(sh: &Shared, st: &RefCell<Stats>, client: &H3Client) {
                 let t0 = Instant::now();
                 match conn.send_request(client, &sh.plan.body) {
                     Ok(id) => {
-                        in_flight.insert(
-                            id,
-                            InFlight {
-                                t0,
-                                first_byte: None,
-                                status: 0,
-                                len: 0,
-                            },
-                        );
+                        in_flight.insert(id, InFlight::new(t0));
                     }
                     Err(
                         quiche::h3::Error::StreamBlocked
                         | quiche::h3::Error::TransportError(quiche::Error::StreamLimit),
                     ) => break,
                     Err(e) => {
-                        record(sh, st, InFlight::failed(t0), Some(format!("HTTP/3: {e}")));
+                        record(sh, st, InFlight::new(t0), Some(format!("HTTP/3: {e}")));
                         break;
                     }
                 }
@@ -400,18 +377,10 @@ async fn new_conn(sh: &Shared, st: &RefCell<Stats>, client: &H3Client) {
         let mut done = Vec::with_capacity(1);
         match conn.send_request(client, &sh.plan.body) {
             Ok(id) => {
-                in_flight.insert(
-                    id,
-                    InFlight {
-                        t0,
-                        first_byte: None,
-                        status: 0,
-                        len: 0,
-                    },
-                );
+                in_flight.insert(id, InFlight::new(t0));
             }
             Err(e) => {
-                record(sh, st, InFlight::failed(t0), Some(format!("HTTP/3: {e}")));
+                record(sh, st, InFlight::new(t0), Some(format!("HTTP/3: {e}")));
                 conn.close().await;
                 continue;
             }
@@ -433,7 +402,7 @@ async fn new_conn(sh: &Shared, st: &RefCell<Stats>, client: &H3Client) {
                     record(sh, st, r, (!ok).then(|| "the server reset the request".to_string()));
                 }
             }
-            Ok(Err(e)) => record(sh, st, InFlight::failed(t0), Some(e)),
+            Ok(Err(e)) => record(sh, st, InFlight::new(t0), Some(e)),
             Err(_) => {
                 st.borrow_mut().error(ErrorKind::Timeout);
                 count_error(sh);
@@ -447,7 +416,8 @@ async fn new_conn(sh: &Shared, st: &RefCell<Stats>, client: &H3Client) {
 }
 
 impl InFlight {
-    fn failed(t0: Instant) -> Self {
+    /// A request sent at `t0` (or one that failed before it was).
+    fn new(t0: Instant) -> Self {
         Self {
             t0,
             first_byte: None,
