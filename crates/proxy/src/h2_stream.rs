@@ -283,34 +283,48 @@ where
             body.as_mut().poll_frame(cx).map(Next::Frame)
         })
         .await;
-        let frame = match next {
-            Next::Gone => return,
-            Next::Frame(None) => {
-                let _ = send.send_data(Bytes::new(), true);
-                return;
-            }
-            Next::Frame(Some(Err(e))) => {
-                tracing::debug!(error = %e, "body failed: resetting the stream");
-                send.send_reset(on_error);
-                return;
-            }
-            Next::Frame(Some(Ok(frame))) => frame,
+        let Next::Frame(frame) = next else {
+            return;
         };
-        match frame.into_data() {
-            Ok(data) => {
-                let end = body.is_end_stream();
-                if send.send_data(data, end).is_err() || end {
-                    return;
-                }
+        if !send_frame(&mut send, frame, || body.is_end_stream(), on_error) {
+            return;
+        }
+    }
+}
+
+/// Sends one step of a body on `send`: a DATA chunk (with END_STREAM when `at_end` says the body
+/// ended with it), the trailers, the end, or — for a body that failed — a reset with `on_error`.
+/// True while more of the body is to come.
+pub fn send_frame<E: std::fmt::Display>(
+    send: &mut SendStream<Bytes>,
+    frame: Option<Result<Frame<Bytes>, E>>,
+    at_end: impl FnOnce() -> bool,
+    on_error: h2::Reason,
+) -> bool {
+    let frame = match frame {
+        None => {
+            let _ = send.send_data(Bytes::new(), true);
+            return false;
+        }
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "body failed: resetting the stream");
+            send.send_reset(on_error);
+            return false;
+        }
+        Some(Ok(frame)) => frame,
+    };
+    match frame.into_data() {
+        Ok(data) => {
+            let end = at_end();
+            send.send_data(data, end).is_ok() && !end
+        }
+        Err(frame) => {
+            if let Ok(trailers) = frame.into_trailers() {
+                let _ = send.send_trailers(trailers);
+            } else {
+                let _ = send.send_data(Bytes::new(), true);
             }
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    let _ = send.send_trailers(trailers);
-                } else {
-                    let _ = send.send_data(Bytes::new(), true);
-                }
-                return;
-            }
+            false
         }
     }
 }

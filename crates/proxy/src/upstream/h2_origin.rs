@@ -13,7 +13,7 @@
 
 use crate::body::Body;
 use crate::h2_keepalive::KeepAlive;
-use crate::h2_stream::{content_length, send_body, strip_connection_specific, RecvBody};
+use crate::h2_stream::{content_length, send_body, send_frame, strip_connection_specific, RecvBody};
 use crate::interim::InterimSink;
 use bytes::Bytes;
 use h2::client::{Builder, ResponseFuture, SendRequest};
@@ -194,37 +194,11 @@ async fn await_head(
 fn start_body(mut body: Body, mut stream: SendStream<Bytes>) {
     let mut cx = Context::from_waker(Waker::noop());
     for _ in 0..INLINE_CHUNKS {
-        let frame = match Pin::new(&mut body).poll_frame(&mut cx) {
-            Poll::Pending => break,
-            Poll::Ready(None) => {
-                let _ = stream.send_data(Bytes::new(), true);
-                return;
-            }
-            Poll::Ready(Some(Err(e))) => {
-                tracing::debug!(error = %e, "request body failed: resetting the origin's stream");
-                stream.send_reset(h2::Reason::CANCEL);
-                return;
-            }
-            Poll::Ready(Some(Ok(frame))) => frame,
+        let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(&mut cx) else {
+            break;
         };
-        match frame.into_data() {
-            Ok(data) => {
-                let end = body.is_end_stream();
-                if stream.send_data(data, end).is_err() || end {
-                    return;
-                }
-            }
-            Err(frame) => {
-                match frame.into_trailers() {
-                    Ok(trailers) => {
-                        let _ = stream.send_trailers(trailers);
-                    }
-                    Err(_) => {
-                        let _ = stream.send_data(Bytes::new(), true);
-                    }
-                }
-                return;
-            }
+        if !send_frame(&mut stream, frame, || body.is_end_stream(), h2::Reason::CANCEL) {
+            return;
         }
     }
     tokio::spawn(send_body(body, stream, h2::Reason::CANCEL));
