@@ -185,7 +185,11 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
                 _ => {
                     let value = header_value(&forwarded_element(ip, hop.authority));
                     headers.insert(FORWARDED, value.clone());
-                    *last = Some((authority.clone(), value));
+                    // Copied, not cloned: the request's value is a slice of the buffer its head
+                    // was read into (hyper's 8 KiB read buffer for HTTP/1.1), and a clone kept
+                    // for the connection's life would keep that whole buffer alive after an idle
+                    // connection gave it back (issue 18: 4 KiB more per idle proxied connection).
+                    *last = Some((owned(authority), value));
                 }
             }
         }
@@ -195,6 +199,14 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
         client_cert.apply(headers);
     }
     edits.apply(headers);
+}
+
+/// A copy of `v` in an allocation of its own (a clone shares the buffer `v` was sliced from).
+fn owned(v: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(v.as_bytes()))
+        .unwrap_or_else(|_| HeaderValue::from_static(""));
+    copy.set_sensitive(v.is_sensitive());
+    copy
 }
 
 /// A header value from text the gateway wrote (an address, a `Forwarded` element: always valid).
@@ -357,5 +369,37 @@ mod tests {
                 format!("for={ip};proto=https;host=\"{host}\"").as_str()
             );
         }
+    }
+
+    #[test]
+    fn the_cache_keeps_no_slice_of_the_request_s_read_buffer() {
+        // A request head as a server reads it: one buffer, the header values slices of it.
+        let mut head = b"GET / HTTP/1.1\r\nhost: example.com:8443\r\n\r\n".to_vec();
+        head.resize(8192, 0);
+        let buf = bytes::Bytes::from(head);
+        let at = 22;
+        let auth = HeaderValue::from_maybe_shared(buf.slice(at..at + "example.com:8443".len())).unwrap();
+        assert_eq!(auth, "example.com:8443");
+        let cache = ForwardCache::default();
+        for _ in 0..2 {
+            let mut m = HeaderMap::new();
+            let hop = Hop {
+                client_ip: "192.0.2.7".parse().unwrap(),
+                trusted: false,
+                authority: Some(&auth),
+                client_cert: None,
+                cache: Some(&cache),
+            };
+            prepare_request(&mut m, &hop, &Edits::default());
+            assert_eq!(m.get("forwarded").unwrap(), "for=192.0.2.7;proto=https;host=\"example.com:8443\"");
+        }
+        let kept = cache.forwarded.lock();
+        let (a, _) = kept.as_ref().expect("the authority is cached");
+        assert_eq!(a, "example.com:8443");
+        let range = buf.as_ptr_range();
+        assert!(
+            !range.contains(&a.as_bytes().as_ptr()),
+            "the cached authority shares the request's buffer: that buffer would live as long as the connection"
+        );
     }
 }
