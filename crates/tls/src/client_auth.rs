@@ -24,10 +24,12 @@
 
 use crate::error::TlsBuildError;
 use crate::log_limit::LogLimit;
+use boring::ex_data::Index;
 use boring::hash::{hash, MessageDigest};
-use boring::ssl::{SslContextBuilder, SslRef, SslVerifyMode};
+use boring::ssl::{Ssl, SslContextBuilder, SslRef, SslVerifyMode};
 use boring::x509::store::X509StoreBuilder;
 use boring::x509::{X509Ref, X509};
+use std::sync::LazyLock;
 use std::time::Duration;
 use tlsgate_config::{ClientAuthConfig, ClientAuthMode, SiteConfig};
 
@@ -41,11 +43,18 @@ pub struct Policy {
     depth: u32,
 }
 
+/// Marks a connection whose site asked for a client certificate ([`Policy::apply`]). Kept in the
+/// connection's ex_data, not read back from its verify mode: the mode is handshake
+/// configuration, which BoringSSL frees once the handshake is done
+/// ([`crate::ffi::shed_handshake_config`]).
+static ASKED: LazyLock<Index<Ssl, ()>> = LazyLock::new(|| Ssl::new_ex_index().expect("BoringSSL ex_data index"));
+
 impl Policy {
     /// Asks the connection's client for a certificate (and requires one, per the mode).
     pub fn apply(self, ssl: &mut SslRef) {
         ssl.set_verify(self.mode);
         ssl.set_verify_depth(self.depth);
+        ssl.set_ex_data(*ASKED, ());
     }
 }
 
@@ -215,9 +224,7 @@ impl ClientIdentity {
     /// The verified client certificate of a finished handshake (full or resumed); None when the
     /// site asks for none, the client sent none, or it did not verify.
     pub fn of(ssl: &SslRef) -> Option<Self> {
-        if !ssl.verify_mode().contains(SslVerifyMode::PEER) {
-            return None;
-        }
+        ssl.ex_data(*ASKED)?;
         let cert = ssl.peer_certificate()?;
         if let Err(e) = ssl.verify_result() {
             // BoringSSL fails the handshake first; never trust a certificate that did not verify.

@@ -242,10 +242,12 @@ impl TlsService {
         Ok((service, front))
     }
 
-    /// A new server-side connection object.
+    /// A new server-side connection object; its handshake configuration is freed once the
+    /// handshake is done ([`crate::ffi::shed_handshake_config`]).
     pub fn new_ssl(&self) -> Result<Ssl, boring::error::ErrorStack> {
         let mut ssl = Ssl::new(&self.front)?;
         handshake_info::attach(&mut ssl);
+        crate::ffi::shed_handshake_config(&mut ssl);
         Ok(ssl)
     }
 

@@ -46,6 +46,26 @@ pub fn set_max_send_fragment(ssl: &mut SslRef, bytes: usize) -> bool {
     unsafe { boring_sys::SSL_set_max_send_fragment(ssl.as_ptr(), bytes) == 1 }
 }
 
+/// Lets BoringSSL free what was configured for the handshake (the certificate and key
+/// selection copied from the site's context, the cipher and verification settings: about 1.2 KB)
+/// once the handshake is done, instead of keeping it for the connection's life (issue 18). What
+/// the handshake established (cipher, version, session, peer certificate, ALPN, server name) is
+/// not configuration and stays; a server never renegotiates, and tlsgate never calls
+/// `SSL_clear`, the two things shedding rules out.
+pub fn shed_handshake_config(ssl: &mut SslRef) {
+    // SAFETY: `ssl.as_ptr()` is a live SSL borrowed mutably for the call; the function only sets
+    // a flag that the handshake reads when it finishes.
+    unsafe { boring_sys::SSL_set_shed_handshake_config(ssl.as_ptr(), 1) }
+}
+
+/// Whether `ssl` still holds its handshake configuration: BoringSSL's `SSL_get_ciphers` (a query
+/// of configuration) answers NULL once it has been shed ([`shed_handshake_config`]).
+pub fn handshake_config_kept(ssl: &SslRef) -> bool {
+    // SAFETY: `ssl.as_ptr()` is a live SSL for the call; the function reads a pointer field and
+    // returns it without transferring ownership; only its nullness is used.
+    unsafe { !boring_sys::SSL_get_ciphers(ssl.as_ptr()).is_null() }
+}
+
 /// Takes what BoringSSL has queued to send but not written, as sealed TLS records, for the
 /// caller to write to the socket itself, right now: after a TLS 1.3 handshake, the server's
 /// NewSessionTicket messages. BoringSSL (ssl/tls13_server.cc, `do_send_new_session_ticket`)

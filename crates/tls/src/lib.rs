@@ -82,8 +82,9 @@ pub use ffi::{set_tcp_fastopen, tcp_syn_data_accepted};
 /// Client-side 0-RTT, session and TCP Fast Open helpers (`tlsgate probe`, `tlsgate bench`).
 pub mod client_ffi {
     pub use crate::ffi::{
-        early_data_accepted, early_data_reason, in_early_data, reset_early_data_reject, session_early_data_capable,
-        session_has_ticket, set_early_data_enabled, set_tcp_fastopen_connect, ERROR_EARLY_DATA_REJECTED,
+        early_data_accepted, early_data_reason, handshake_config_kept, in_early_data, reset_early_data_reject,
+        session_early_data_capable, session_has_ticket, set_early_data_enabled, set_tcp_fastopen_connect,
+        ERROR_EARLY_DATA_REJECTED,
     };
 }
 pub use handshake_info::{HandshakeInfo, Resumption};

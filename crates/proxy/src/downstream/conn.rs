@@ -14,15 +14,28 @@ use crate::downstream::{handshake, http1, http2};
 use crate::gateway::{ConnGuard, Gateway};
 use crate::interim::InterimQueue;
 use crate::request::service::handle;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use tokio::net::TcpStream;
 
-/// Serves one accepted TCP connection to completion. `tfo` names the listener when the
-/// connection's SYN carried data accepted by TCP Fast Open; `local` is the address a PROXY
-/// header said the client connected to (else the socket's own is read); the handshake must end
-/// within `handshake_timeout` of `accepted` (a PROXY header's read counts).
-pub async fn serve_tls(
+/// A connection's protocol after its handshake: HTTP/1.1 or HTTP/2, boxed, owning all it uses.
+type Serving = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One accepted TCP connection served to completion (the future a listener spawns as the
+/// connection's task). `tfo` names the listener when the connection's SYN carried data accepted
+/// by TCP Fast Open; `local` is the address a PROXY header said the client connected to (else
+/// the socket's own is read); the handshake must end within `handshake_timeout` of `accepted`
+/// (a PROXY header's read counts).
+///
+/// Two phases, each in a box of its own that holds only its own state: the handshake's
+/// ([`start`]), freed once it is done, then the protocol's. The task itself holds the two boxes'
+/// pointers and the connection's admission guard: an `async fn` here kept its arguments and the
+/// handshake's results in the task's allocation for the connection's whole life (784 bytes;
+/// `-Zprint-type-sizes`), on top of what the protocol's box holds.
+pub fn serve_tls(
     gateway: Arc<Gateway>,
     tcp: TcpStream,
     peer: SocketAddr,
@@ -30,8 +43,59 @@ pub async fn serve_tls(
     guard: ConnGuard,
     tfo: Option<&'static str>,
     accepted: std::time::Instant,
-) {
-    let _guard = guard;
+) -> ServeTls {
+    ServeTls {
+        phase: Phase::Handshake(Box::pin(start(gateway, tcp, peer, local, tfo, accepted))),
+        _guard: guard,
+    }
+}
+
+/// The future of [`serve_tls`].
+pub struct ServeTls {
+    phase: Phase,
+    /// Counts the connection against the gateway's and its source's limits while it lives.
+    _guard: ConnGuard,
+}
+
+enum Phase {
+    Handshake(Pin<Box<dyn Future<Output = Option<Serving>> + Send>>),
+    Serving(Serving),
+    Done,
+}
+
+impl Future for ServeTls {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.phase {
+                Phase::Handshake(h) => {
+                    this.phase = match ready!(h.as_mut().poll(cx)) {
+                        Some(serving) => Phase::Serving(serving),
+                        None => Phase::Done,
+                    };
+                }
+                Phase::Serving(s) => {
+                    ready!(s.as_mut().poll(cx));
+                    this.phase = Phase::Done;
+                }
+                Phase::Done => return Poll::Ready(()),
+            }
+        }
+    }
+}
+
+/// The handshake, then the connection's context and its protocol's future by ALPN; `None` when
+/// the handshake failed (counted and logged by [`handshake::accept`]).
+async fn start(
+    gateway: Arc<Gateway>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    tfo: Option<&'static str>,
+    accepted: std::time::Instant,
+) -> Option<Serving> {
     // One getsockname per connection: what a group with `send_proxy_protocol` announces.
     let local = local
         .or_else(|| tcp.local_addr().ok())
@@ -39,22 +103,7 @@ pub async fn serve_tls(
     let generation = gateway.current();
     let activity = Activity::new();
     let stream = MeteredStream::new(tcp, activity.clone(), gateway.metrics.clone());
-    // The handshake's state and each protocol's are boxed: the task's own allocation, which
-    // lives as long as the connection, then holds only what they share (an HTTP/1.1 connection
-    // does not carry room for HTTP/2's state, nor either for the handshake's).
-    let Some(done) = Box::pin(handshake::accept(
-        &gateway,
-        &generation,
-        stream,
-        &activity,
-        peer,
-        tfo,
-        accepted,
-    ))
-    .await
-    else {
-        return;
-    };
+    let done = handshake::accept(&gateway, &generation, stream, &activity, peer, tfo, accepted).await?;
     let site = &generation.sites[done.site_idx];
     let mut tls = RecordSizer::new(
         done.tls,
@@ -90,33 +139,25 @@ pub async fn serve_tls(
     });
     let server = &generation.config.server;
     let shutdown = gateway.shutdown_signal();
-    if done.h2 {
-        Box::pin(http2::serve(
-            tls,
-            ctx,
-            server,
-            &generation.config.http2,
-            activity,
-            &gateway.metrics,
-            shutdown,
-        ))
-        .await;
+    Some(if done.h2 {
+        // `map`, not an `async` block awaiting it: that would hold the future twice (its
+        // capture and the awaited copy).
+        use futures_util::FutureExt as _;
+        Box::pin(http2::serve(tls, ctx, server, &generation.config.http2, activity, shutdown).map(drop))
     } else {
-        // Boxed: hyper's manual upgrade (`poll_without_shutdown`) wants an `Unpin` future. What
-        // an HTTP/1.1 response needs besides (`Alt-Svc`, `Connection: close` while draining) is
-        // added by `handle` itself: no wrapper future to copy per request.
-        let tunnels = ctx.clone();
-        let service =
-            hyper::service::service_fn(move |req| Box::pin(handle(ctx.clone(), req.map(ClientBody::Hyper), None)));
+        // What an HTTP/1.1 response needs besides (`Alt-Svc`, `Connection: close` while
+        // draining) is added by `handle` itself: no wrapper future to copy per request.
+        let service_ctx = ctx.clone();
+        let service = hyper::service::service_fn(move |req| {
+            Box::pin(handle(service_ctx.clone(), req.map(ClientBody::Hyper), None))
+        });
         Box::pin(http1::serve(
             tls,
             service,
-            server,
+            http1::Limits::of(server),
+            ctx,
             activity,
-            &gateway.metrics,
             shutdown,
-            &tunnels.tunnels,
         ))
-        .await;
-    }
+    })
 }

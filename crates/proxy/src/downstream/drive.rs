@@ -174,7 +174,7 @@ pub async fn drive<C, E>(
     conn: C,
     activity: Arc<Activity>,
     timeouts: Timeouts,
-    metrics: &tlsgate_admin::Metrics,
+    metrics: Arc<tlsgate_admin::Metrics>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> bool
 where

@@ -9,11 +9,11 @@
 //! and waits for the socket to become readable with nothing allocated; the next request gets a
 //! new hyper connection with the same service ([`park`]).
 
+use crate::context::ConnContext;
 use crate::downstream::drive::{drive, Graceful, Timeouts};
 use crate::downstream::io::{Activity, MeteredStream};
 use crate::downstream::park::{self, HeadTimer, ParkIo, ParkState, ParkedWait};
 use crate::downstream::records::RecordSizer;
-use crate::upstream::tunnel::TunnelSlot;
 use bytes::Bytes;
 use hyper::server::conn::http1::Connection;
 use hyper_util::rt::TokioIo;
@@ -26,17 +26,37 @@ use tlsgate_config::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// What of `[server]` an HTTP/1.1 connection reads: copied, so that the connection's future
+/// borrows nothing and holds no generation.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    send_timeout: Duration,
+    max_header_bytes: usize,
+}
+
+impl Limits {
+    /// The limits `server` sets.
+    pub fn of(server: &ServerConfig) -> Self {
+        Self {
+            header_timeout: server.client_header_timeout.get(),
+            idle_timeout: server.client_idle_timeout.get(),
+            send_timeout: server.client_send_timeout.get(),
+            max_header_bytes: server.max_request_header_bytes,
+        }
+    }
+}
+
 /// Serves HTTP/1.1 requests on `tls` with `service` until the connection ends (or becomes a
-/// tunnel left in `tunnels`).
-#[allow(clippy::too_many_arguments)]
+/// tunnel left in `ctx`'s tunnel slot).
 pub async fn serve<S>(
     mut tls: RecordSizer,
     service: S,
-    server: &ServerConfig,
+    limits: Limits,
+    ctx: Arc<ConnContext>,
     activity: Arc<Activity>,
-    metrics: &tlsgate_admin::Metrics,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    tunnels: &TunnelSlot,
 ) where
     S: hyper::service::HttpService<hyper::body::Incoming> + Unpin,
     S::Future: Unpin,
@@ -44,20 +64,17 @@ pub async fn serve<S>(
     S::ResBody: 'static,
     <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let metrics = ctx.gateway.metrics.clone();
     let park = ParkState::new();
     let mut b = hyper::server::conn::http1::Builder::new();
-    b.timer(HeadTimer::new(
-        park.clone(),
-        park::RELEASE_AFTER,
-        server.client_header_timeout.get(),
-    ))
-    .keep_alive(true)
-    .header_read_timeout(server.client_header_timeout.get())
-    .max_buf_size(server.max_request_header_bytes.max(8192));
+    b.timer(HeadTimer::new(park.clone(), park::RELEASE_AFTER, limits.header_timeout))
+        .keep_alive(true)
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192));
     let timeouts = Timeouts {
-        idle: server.client_idle_timeout.get(),
+        idle: limits.idle_timeout,
         header: None,
-        send: server.client_send_timeout.get(),
+        send: limits.send_timeout,
         // hyper's connection is given back whole after `park::RELEASE_AFTER` instead.
         release_idle: None,
     };
@@ -72,7 +89,7 @@ pub async fn serve<S>(
                 done: false,
                 park: &park,
             };
-            let failed = drive(&mut conn, activity.clone(), timeouts, metrics, shutdown.clone()).await;
+            let failed = drive(&mut conn, activity.clone(), timeouts, metrics.clone(), shutdown.clone()).await;
             (failed, conn.done, conn.conn.take().map(|c| c.into_parts()))
         };
         if park.take_parked() {
@@ -93,7 +110,7 @@ pub async fn serve<S>(
             }
             drop(read_buf);
             service = s;
-            match wait_parked(&mut tls, &activity, timeouts, metrics, &shutdown).await {
+            match wait_parked(&mut tls, &activity, timeouts, &metrics, &shutdown).await {
                 Parked::Readable => continue,
                 // Drained: as hyper ends an idle connection when asked to finish.
                 Parked::Finished => {
@@ -112,7 +129,7 @@ pub async fn serve<S>(
         if !finished {
             return;
         }
-        match tunnels.take() {
+        match ctx.tunnels.take() {
             Some(tunnel) => {
                 // Boxed, as the rare path: the task is not sized for the copy's state.
                 if let Err(e) = Box::pin(tunnel.run(&mut tls, read_ahead.unwrap_or_default())).await {
@@ -145,7 +162,7 @@ async fn wait_parked(
     tls: &mut RecordSizer,
     activity: &Arc<Activity>,
     timeouts: Timeouts,
-    metrics: &tlsgate_admin::Metrics,
+    metrics: &Arc<tlsgate_admin::Metrics>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> Parked {
     let mut wait = ParkedWait::new(tls.raw_mut().get_ref());
@@ -155,7 +172,7 @@ async fn wait_parked(
     };
     let failed = {
         let _released = park::ReleasedMark::new(metrics, "http1");
-        drive(&mut wait, activity.clone(), left, metrics, shutdown.clone()).await
+        drive(&mut wait, activity.clone(), left, metrics.clone(), shutdown.clone()).await
     };
     if failed {
         Parked::Closed

@@ -391,7 +391,10 @@ mod tests {
                 cache: Some(&cache),
             };
             prepare_request(&mut m, &hop, &Edits::default());
-            assert_eq!(m.get("forwarded").unwrap(), "for=192.0.2.7;proto=https;host=\"example.com:8443\"");
+            assert_eq!(
+                m.get("forwarded").unwrap(),
+                "for=192.0.2.7;proto=https;host=\"example.com:8443\""
+            );
         }
         let kept = cache.forwarded.lock();
         let (a, _) = kept.as_ref().expect("the authority is cached");

@@ -99,3 +99,24 @@ async fn a_client_that_cannot_verify_the_only_certificate_gets_handshake_failure
         "{server:?}"
     );
 }
+
+/// An established connection keeps what the handshake established, not how it was configured:
+/// BoringSSL frees the configuration copied for the handshake (certificate selection, ciphers,
+/// verification settings) once it is done, TLS 1.3 and 1.2, full and resumed (issue 18).
+#[tokio::test]
+async fn the_handshake_configuration_is_freed_once_the_handshake_is_done() {
+    let gw = Gateway::new("");
+    for opts in [ClientOpts::tls13(), ClientOpts::tls12()] {
+        let client = Client::new(opts);
+        let (c, s) = connect(&gw, &client, Conn::default()).await.ok();
+        assert!(!c.resumed);
+        assert!(!s.config_kept, "full handshake, {:?}: configuration kept", c.version);
+        let again = Conn {
+            session: Some(client.last_session().expect("a session")),
+            ..Conn::default()
+        };
+        let (c, s) = connect(&gw, &client, again).await.ok();
+        assert!(c.resumed, "{:?}: resumed", c.version);
+        assert!(!s.config_kept, "resumed handshake, {:?}: configuration kept", c.version);
+    }
+}

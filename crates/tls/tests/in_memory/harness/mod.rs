@@ -69,6 +69,8 @@ pub struct ServerSide {
     /// The site the gateway selected.
     pub site: Option<usize>,
     pub received: Vec<u8>,
+    /// The server's connection still held its handshake configuration after the exchange.
+    pub config_kept: bool,
 }
 
 /// Both ends of one connection.
@@ -209,11 +211,13 @@ async fn server_side(gateway: &Gateway, io: DuplexStream) -> Result<ServerSide, 
     tls.write_all(PONG)
         .await
         .map_err(|e| Failure::from_io(&e, "server write"))?;
+    let config_kept = client_ffi::handshake_config_kept(tls.ssl());
     let _ = tls.shutdown().await;
     Ok(ServerSide {
         info,
         early_reason,
         site,
         received,
+        config_kept,
     })
 }
