@@ -208,3 +208,60 @@ async fn a_frame_split_across_a_pause_is_read_whole() {
     // ":status: 200" is HPACK static index 8.
     assert_eq!(found.first(), Some(&0x88), "{found:?}");
 }
+
+/// Marks when the buffer it owns is freed.
+struct Owner(Vec<u8>, std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl AsRef<[u8]> for Owner {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.1.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A response header whose value is a view into a larger buffer (a proxy's origin read buffer)
+/// goes into the server's HPACK dynamic table as a copy: once the response is sent, the buffer is
+/// freed although the connection, and the table entry, stay.
+#[tokio::test(flavor = "current_thread")]
+async fn the_encoder_table_keeps_no_view_into_a_response_s_buffer() {
+    let freed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut buffer = b"server: origin/1.0\r\nx-origin: kept in the table\r\n".to_vec();
+    buffer.resize(8192, b' ');
+    let buffer = Bytes::from_owner(Owner(buffer, freed.clone()));
+    let value = http::HeaderValue::from_maybe_shared(buffer.slice(30..47)).unwrap();
+    assert_eq!(value, "kept in the table");
+    drop(buffer);
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn(async move {
+        let mut conn = h2::server::handshake(server).await.expect("server handshake");
+        let (_req, mut respond) = conn.accept().await.expect("a request").expect("request");
+        let resp = http::Response::builder().header("x-origin", value).body(()).unwrap();
+        respond.send_response(resp, true).expect("response");
+        // The connection stays open (its table with it) until the client goes.
+        while let Some(next) = conn.accept().await {
+            drop(next);
+        }
+    });
+    let (mut send, conn) = h2::client::handshake(client).await.expect("client handshake");
+    let driving = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = http::Request::builder().uri("http://localhost/").body(()).unwrap();
+    let (resp, _) = send.send_request(req, true).expect("send");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.headers()["x-origin"], "kept in the table");
+    drop(resp);
+    settle().await;
+    assert!(
+        freed.load(std::sync::atomic::Ordering::SeqCst),
+        "the server's HPACK table still holds a view into the response's buffer"
+    );
+    drop(send);
+    driving.abort();
+    serving.abort();
+}

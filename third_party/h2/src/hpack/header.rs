@@ -76,6 +76,22 @@ impl Header {
         }
     }
 
+    /// tlsgate: for the encoder's dynamic table, a field whose value is in an allocation of its
+    /// own. A response's header value is often a view into the buffer the application read it
+    /// from (a proxy: the origin connection's read buffer); kept in the table, it would hold
+    /// that whole buffer for as long as the entry stays, that is, for an idle connection's life.
+    pub fn with_owned_value(self) -> Header {
+        match self {
+            Header::Field { name, value } => {
+                let mut owned = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
+                    .expect("a valid header value stays valid when copied");
+                owned.set_sensitive(value.is_sensitive());
+                Header::Field { name, value: owned }
+            }
+            other => other,
+        }
+    }
+
     pub fn new(name: Bytes, value: Bytes) -> Result<Header, DecoderError> {
         if name.is_empty() {
             return Err(DecoderError::NeedMore(NeedMore::UnexpectedEndOfStream));

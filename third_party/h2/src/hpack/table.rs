@@ -339,7 +339,8 @@ impl Table {
 
         self.slots.push_front(Slot {
             hash,
-            header,
+            // tlsgate: the entry owns its value (see `Header::with_owned_value`).
+            header: header.with_owned_value(),
             next: None,
         });
     }

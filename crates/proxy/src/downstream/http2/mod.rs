@@ -76,8 +76,9 @@ pub struct Connection {
     pings: Option<KeepAlive>,
     /// A graceful finish was asked for during the handshake.
     close_pending: bool,
-    /// The streams in flight.
-    streams: futures_util::stream::FuturesUnordered<StreamTask>,
+    /// The streams in flight; none while the connection is released (the set allocates its
+    /// wake-up queue, about 150 bytes, when made).
+    streams: Option<futures_util::stream::FuturesUnordered<StreamTask>>,
     /// Counted as released ([`Graceful::release_idle`]) until its next stream.
     released: Option<ReleasedMark>,
 }
@@ -122,7 +123,7 @@ impl Future for Connection {
 /// queue is written when `poll_accept` next drives the connection, so both go round until quiet.
 fn serve_streams(
     conn: &mut h2::server::Connection<Io, Bytes>,
-    streams: &mut futures_util::stream::FuturesUnordered<StreamTask>,
+    streams: &mut Option<futures_util::stream::FuturesUnordered<StreamTask>>,
     released: &mut Option<ReleasedMark>,
     ctx: &Arc<ConnContext>,
     cx: &mut Context<'_>,
@@ -133,7 +134,9 @@ fn serve_streams(
         loop {
             match conn.poll_accept(cx) {
                 Poll::Ready(Some(Ok((req, respond)))) => {
-                    streams.push(Box::pin(stream::serve(ctx.clone(), req, respond)));
+                    streams
+                        .get_or_insert_with(Default::default)
+                        .push(Box::pin(stream::serve(ctx.clone(), req, respond)));
                     // A stream takes the released buffers again.
                     *released = None;
                     progress = true;
@@ -144,8 +147,10 @@ fn serve_streams(
                 Poll::Pending => break,
             }
         }
-        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {
-            progress = true;
+        if let Some(streams) = streams.as_mut() {
+            while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {
+                progress = true;
+            }
         }
         if !progress {
             return Poll::Pending;
@@ -167,7 +172,9 @@ impl Graceful for Connection {
 
     fn release_idle(self: Pin<&mut Self>) {
         let this = self.get_mut();
-        if let (State::Serving(conn), true) = (&mut this.state, this.streams.is_empty()) {
+        let idle = this.streams.as_ref().is_none_or(|s| s.is_empty());
+        if let (State::Serving(conn), true) = (&mut this.state, idle) {
+            this.streams = None;
             if conn.release_idle_memory() && this.released.is_none() {
                 this.released = Some(ReleasedMark::new(&this.ctx.gateway.metrics, "http2"));
             }
@@ -210,7 +217,7 @@ pub fn serve(
             .map(|interval| (interval.get(), h2c.keep_alive_timeout.get())),
         pings: None,
         close_pending: false,
-        streams: futures_util::stream::FuturesUnordered::new(),
+        streams: None,
         released: None,
     };
     let timeouts = Timeouts {
