@@ -3,39 +3,70 @@
 
 use crate::report::Pcts;
 use serde::Serialize;
+use tlsgate_tls::mldsa::Level;
+
+/// The certificate chain a variant's site serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainKind {
+    /// A plain ECDSA P-256 leaf + intermediate (~0.75 KB).
+    Plain,
+    /// An ECDSA P-256 chain padded to about this many DER bytes (an ML-DSA-sized stand-in).
+    Padded(usize),
+    /// A real ML-DSA chain of this level (served beside a plain ECDSA chain, to clients that
+    /// offer the scheme: the probe runs with `--mldsa`).
+    MlDsa(Level),
+}
 
 /// A client/server combination.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Variant {
     /// Name.
     pub name: &'static str,
     /// Groups offered.
     pub groups: &'static str,
-    /// Target chain size (0 = plain).
-    pub chain_target: usize,
+    /// The chain served.
+    pub chain: ChainKind,
 }
 
-/// The four variants: classical, hybrid KEM only, KEM + 8 KB chain, KEM + 16 KB chain.
-pub const VARIANTS: [Variant; 4] = [
+impl Variant {
+    /// The probe offers ML-DSA first (`--mldsa`).
+    pub fn offers_mldsa(&self) -> bool {
+        matches!(self.chain, ChainKind::MlDsa(_))
+    }
+}
+
+/// The six variants: classical, hybrid KEM only, KEM + padded 8 KB / 16 KB chains (the paper's
+/// sizes), KEM + real ML-DSA-44 / ML-DSA-65 chains.
+pub const VARIANTS: [Variant; 6] = [
     Variant {
         name: "classical",
         groups: "X25519",
-        chain_target: 0,
+        chain: ChainKind::Plain,
     },
     Variant {
         name: "pq-kem",
         groups: "X25519MLKEM768",
-        chain_target: 0,
+        chain: ChainKind::Plain,
     },
     Variant {
         name: "pq-8k",
         groups: "X25519MLKEM768",
-        chain_target: 8192,
+        chain: ChainKind::Padded(8192),
     },
     Variant {
         name: "pq-16k",
         groups: "X25519MLKEM768",
-        chain_target: 16384,
+        chain: ChainKind::Padded(16384),
+    },
+    Variant {
+        name: "pq-mldsa44",
+        groups: "X25519MLKEM768",
+        chain: ChainKind::MlDsa(Level::MlDsa44),
+    },
+    Variant {
+        name: "pq-mldsa65",
+        groups: "X25519MLKEM768",
+        chain: ChainKind::MlDsa(Level::MlDsa65),
     },
 ];
 
@@ -62,8 +93,16 @@ pub struct Row {
     pub chain_bytes: usize,
     /// Response body bytes.
     pub data_bytes: usize,
-    /// Sample index.
+    /// Sample index (1-based, within its lane).
     pub sample: usize,
+    /// The lane (lab + gateway) that ran it; cells of slow networks are split over lanes.
+    pub lane: usize,
+    /// Leaf key type the client saw (`ECDSA`, `ML-DSA-44`, ...).
+    pub cert_type: String,
+    /// The server's signature algorithm (`ecdsa_secp256r1_sha256`, `mldsa44`, ...).
+    pub sigalg: String,
+    /// CertificateVerify signature bytes where the algorithm fixes them (ML-DSA); 0 for ECDSA.
+    pub signature_bytes: usize,
     /// Error text, if the connection failed.
     pub error: String,
     /// Connect + TLS handshake, ms (the paper's handshake time).
@@ -83,6 +122,14 @@ pub struct Row {
 pub struct Cell {
     /// Network.
     pub network: String,
+    /// RTT, ms.
+    pub rtt_ms: f64,
+    /// Rate, Mbit/s.
+    pub rate_mbps: f64,
+    /// Loss per direction.
+    pub loss: f64,
+    /// Jitter, ms.
+    pub jitter_ms: f64,
     /// initcwnd.
     pub initcwnd: u32,
     /// Body bytes.
@@ -99,6 +146,15 @@ pub struct Cell {
     pub handshake_increase_pct: [f64; 3],
     /// TTLB increase over classical at p50/p75/p90, %.
     pub ttlb_increase_pct: [f64; 3],
+    /// 95 % bootstrap interval of the handshake increase at p50/p75/p90 (both samples
+    /// resampled): the run-to-run spread of the percentile differences.
+    pub handshake_increase_ci: [[f64; 2]; 3],
+    /// 95 % bootstrap interval of the TTLB increase at p50/p75/p90.
+    pub ttlb_increase_ci: [[f64; 2]; 3],
+    /// Chain DER bytes the client received (first successful sample).
+    pub chain_bytes: usize,
+    /// Leaf key type the client saw (first successful sample).
+    pub cert_type: String,
     /// Bytes B→A per connection.
     pub down_bytes: u64,
 }
