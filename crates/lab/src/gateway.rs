@@ -201,3 +201,38 @@ impl Drop for Gateway {
         netns::unregister_child(self.child.id());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(timeout: Option<u64>) -> GatewaySpec {
+        GatewaySpec {
+            port: 443,
+            admin_port: 9090,
+            dynamic_records: true,
+            early_data: false,
+            tcp_fastopen: 0,
+            sites: vec![Site {
+                name: "a".into(),
+                chain: "a.pem".into(),
+                key: "a.key".into(),
+                ocsp_file: None,
+                extra: vec![("m.pem".into(), "m.key".into())],
+            }],
+            bodies: vec![10],
+            handshake_timeout_s: timeout,
+        }
+    }
+
+    #[test]
+    fn timeouts_and_extra_certificates_reach_the_configuration() {
+        let t = spec(Some(LAB_HANDSHAKE_TIMEOUT_S)).to_toml();
+        let server = &t[t.find("[server]").unwrap()..t.find("[log]").unwrap()];
+        assert!(server.contains("handshake_timeout = \"60s\""), "{t}");
+        assert!(server.contains("silent_timeout = \"60s\""), "{t}");
+        assert!(!spec(None).to_toml().contains("handshake_timeout"));
+        assert_eq!(t.matches("[[site.certificate]]").count(), 2, "{t}");
+        assert!(t.contains("chain = \"m.pem\"\nkey = \"m.key\"\nocsp = \"off\""), "{t}");
+    }
+}

@@ -13,7 +13,7 @@
 //! Needs root and the release `tlsgate` binary next to this test's directory
 //! (`cargo build --release -p tlsgate` first); without the binary the test says so and passes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tlsgate_lab::client::{probe, ProbeOpts};
 use tlsgate_lab::conn_trace::traces;
 use tlsgate_lab::gateway::{Gateway, GatewaySpec, Site, LAB_HANDSHAKE_TIMEOUT_S};
@@ -32,7 +32,7 @@ fn tlsgate_exe() -> Option<PathBuf> {
 
 /// One probe through a lab with the long delay, against a gateway with `timeout`; returns the
 /// probe's error (if any) and the server's FIN offset and in-order bytes from the tap.
-fn exchange(exe: &PathBuf, timeout: Option<u64>) -> (Option<String>, Option<u64>, u64) {
+fn exchange(exe: &Path, timeout: Option<u64>) -> (Option<String>, Option<u64>, u64) {
     let work = std::env::temp_dir().join(tlsgate_lab::netns::unique_id());
     std::fs::create_dir_all(&work).unwrap();
     let ca = Ca::new().unwrap();
@@ -91,7 +91,7 @@ fn a_handshake_slower_than_the_gateways_timeout_is_cut_and_the_lab_allows_it() {
     let default = std::thread::spawn(move || exchange(&e2, None));
     let lab = exchange(&exe, Some(LAB_HANDSHAKE_TIMEOUT_S));
     let default = default.join().unwrap();
-    let (err, fin_offset, down) = default;
+    let (err, fin_offset, down) = default.clone();
     assert_eq!(
         err.as_deref(),
         Some("connection closed before a complete response"),

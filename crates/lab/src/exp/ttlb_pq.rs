@@ -200,7 +200,18 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         bodies,
         handshake_timeout_s: Some(LAB_HANDSHAKE_TIMEOUT_S),
     };
-    let lanes = if m.iter().any(|s| s.net.is_slow()) { lanes() } else { 1 };
+    // The quick profile keeps to the four padded-chain variants and one lane; a lane beyond a
+    // slow cell's sample count would idle.
+    let n_variants = if opts.quick { 4 } else { VARIANTS.len() };
+    let most = m
+        .iter()
+        .filter(|s| s.net.is_slow())
+        .map(|s| opts.samples(!s.full_samples))
+        .max();
+    let lanes = match most {
+        Some(n) if !opts.quick => lanes().min(n.max(1)),
+        _ => 1,
+    };
     opts.log(&format!("{} setting(s), {lanes} lane(s) for 1 Mbit/s cells", m.len()));
     let started = std::time::Instant::now();
     let results = std::thread::scope(|scope| {
@@ -212,6 +223,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
                     settings: m.clone(),
                     spec: spec.clone(),
                     work: work.clone(),
+                    n_variants,
                 };
                 scope.spawn(move || run_lane(opts, &plan))
             })

@@ -39,9 +39,12 @@ fn fig1_rows<'a>(rows: &'a [Row], variant: &str) -> Vec<&'a Row> {
         .collect()
 }
 
-/// Fig. 1 pooled over all its cells: per variant, handshake p50/p75/p90, the increase over
-/// classical and its interval.
-fn fig1_aggregate(rows: &[Row]) -> Vec<(&'static str, usize, [f64; 3], [f64; 3], [[f64; 2]; 3])> {
+/// One variant of fig. 1 pooled: name, n, handshake p50/p75/p90, increase over classical and
+/// its 95 % interval.
+type Pooled = (&'static str, usize, [f64; 3], [f64; 3], [[f64; 2]; 3]);
+
+/// Fig. 1 pooled over all its cells, per variant (classical first).
+fn fig1_aggregate(rows: &[Row]) -> Vec<Pooled> {
     let hs = |v: &str| fig1_rows(rows, v).iter().map(|r| r.handshake_ms).collect::<Vec<_>>();
     let base = hs("classical");
     if base.is_empty() {

@@ -81,6 +81,8 @@ pub struct LanePlan {
     pub spec: GatewaySpec,
     /// Working directory (certificates; the lane's gateway configuration and log).
     pub work: PathBuf,
+    /// The variants run: the first this many of [`VARIANTS`].
+    pub n_variants: usize,
 }
 
 /// Lanes that split a setting's cells: slow links only.
@@ -124,10 +126,10 @@ pub fn run_lane(opts: &RunOpts, plan: &LanePlan) -> anyhow::Result<LaneResult> {
                     set.net.name,
                     set.initcwnd,
                     size / 1024,
-                    VARIANTS.len()
+                    plan.n_variants
                 ));
             }
-            for (vi, v) in VARIANTS.iter().enumerate() {
+            for (vi, v) in VARIANTS.iter().take(plan.n_variants).enumerate() {
                 let po = ProbeOpts {
                     sni: format!("{}.lab", v.name),
                     path: format!("/n/{size}/"),

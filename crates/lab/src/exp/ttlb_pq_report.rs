@@ -137,6 +137,7 @@ pub fn plots(cells: &[Cell], opts: &RunOpts) -> anyhow::Result<()> {
                         .collect(),
                     dashed,
                 })
+                .filter(|s| !s.points.is_empty())
                 .collect()
         };
         let all: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
