@@ -212,10 +212,13 @@ fn gateway_counters(lab: &Lab, port: u16) -> Vec<String> {
         .spawn(move || -> std::io::Result<String> {
             let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2))?;
             s.set_read_timeout(Some(Duration::from_secs(5)))?;
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")?;
-            let mut body = String::new();
-            s.read_to_string(&mut body)?;
-            Ok(body)
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+            // Keep what arrived even if the server holds the connection open until the timeout.
+            let (mut body, mut buf) = (vec![], [0u8; 8192]);
+            while let Ok(n @ 1..) = s.read(&mut buf) {
+                body.extend_from_slice(&buf[..n]);
+            }
+            Ok(String::from_utf8_lossy(&body).into_owned())
         })
         .ok()
         .and_then(|h| h.join().ok())
