@@ -21,6 +21,20 @@ use crate::report::{pct_increase, write_csv, write_json, Pcts};
 /// Default number of lanes for slow-link cells; `TLSGATE_LAB_LANES` overrides it (1 = serial).
 pub const DEFAULT_LANES: usize = 8;
 
+/// The gateways' handshake and silent timeout: [`LAB_HANDSHAKE_TIMEOUT_S`], or for a diagnostic
+/// run `TLSGATE_LAB_HANDSHAKE_TIMEOUT_S` (seconds; 0 = the gateway's own defaults, 10 s and 5 s,
+/// which cut handshakes that a lossy link stretches: issue 22).
+pub fn handshake_timeout() -> Option<u64> {
+    match std::env::var("TLSGATE_LAB_HANDSHAKE_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(0) => None,
+        Some(t) => Some(t),
+        None => Some(LAB_HANDSHAKE_TIMEOUT_S),
+    }
+}
+
 /// Lanes for this run.
 pub fn lanes() -> usize {
     std::env::var("TLSGATE_LAB_LANES")
@@ -198,7 +212,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         tcp_fastopen: 0,
         sites,
         bodies,
-        handshake_timeout_s: Some(LAB_HANDSHAKE_TIMEOUT_S),
+        handshake_timeout_s: handshake_timeout(),
     };
     // The quick profile keeps to the four padded-chain variants and one lane; a lane beyond a
     // slow cell's sample count would idle.
@@ -212,7 +226,12 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         Some(n) if !opts.quick => lanes().min(n.max(1)),
         _ => 1,
     };
-    opts.log(&format!("{} setting(s), {lanes} lane(s) for 1 Mbit/s cells", m.len()));
+    opts.log(&format!(
+        "{} setting(s), {lanes} lane(s) for 1 Mbit/s cells, gateway handshake timeout {}",
+        m.len(),
+        spec.handshake_timeout_s
+            .map_or_else(|| "default (10 s)".to_string(), |t| format!("{t} s"))
+    ));
     let started = std::time::Instant::now();
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..lanes)

@@ -85,6 +85,12 @@ pub struct LanePlan {
     pub n_variants: usize,
 }
 
+/// `TLSGATE_LAB_TCP_METRICS_SAVE=1`: a diagnostic run in which TCP keeps its per-destination
+/// metrics between samples (the lab's default is fresh state for every connection).
+pub fn metrics_saved() -> bool {
+    std::env::var("TLSGATE_LAB_TCP_METRICS_SAVE").is_ok_and(|v| v == "1")
+}
+
 /// Lanes that split a setting's cells: slow links only.
 pub fn lanes_for(set: &Setting, lanes: usize) -> usize {
     if set.net.is_slow() {
@@ -107,6 +113,13 @@ pub fn share(n: usize, k: usize, lane: usize) -> usize {
 pub fn run_lane(opts: &RunOpts, plan: &LanePlan) -> anyhow::Result<LaneResult> {
     let mut out = LaneResult::default();
     let lab = Lab::with_options(LinkSpec::default(), LinkSpec::default(), &LabOptions::default())?;
+    if metrics_saved() {
+        // Diagnostic: let the kernel cache ssthresh/cwnd/RTT per destination between
+        // connections, as a host without `tcp_no_metrics_save` does (docs/LAB.md, figure 4).
+        for ns in [&lab.a, &lab.b] {
+            crate::netns::sysctl(ns.name(), "net.ipv4.tcp_no_metrics_save", "0")?;
+        }
+    }
     let stem = format!("gateway-{}", plan.lane);
     let gw = Gateway::start(&opts.exe, &lab.b, &plan.work, &stem, &plan.spec)?;
     for (si, set) in plan.settings.iter().enumerate() {
