@@ -140,10 +140,7 @@ pub fn markdown(cells: &[Cell], rows: &[Row]) -> String {
         }
         s.push('\n');
     }
-    let f4: Vec<&Cell> = cells
-        .iter()
-        .filter(|c| c.network == FIG4_NET && c.initcwnd == INITCWND)
-        .collect();
+    let f4 = fig4_cells(cells);
     if !f4.is_empty() {
         let _ = writeln!(
             s,
@@ -177,6 +174,20 @@ pub fn markdown(cells: &[Cell], rows: &[Row]) -> String {
         s.push('\n');
     }
     s
+}
+
+/// Fig. 4's cells, when the run holds more than one response size of its network (fig. 1 alone
+/// runs its 0 KiB cell only).
+fn fig4_cells(cells: &[Cell]) -> Vec<&Cell> {
+    let f4: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.network == FIG4_NET && c.initcwnd == INITCWND)
+        .collect();
+    if f4.iter().any(|c| c.data_bytes != f4[0].data_bytes) {
+        f4
+    } else {
+        vec![]
+    }
 }
 
 /// Sorted TTLBs of the successful samples of `variant` at 200 KiB on `net`.
@@ -249,10 +260,7 @@ pub fn plots(cells: &[Cell], rows: &[Row], opts: &RunOpts) -> anyhow::Result<()>
             ),
         )?;
     }
-    let f4: Vec<&Cell> = cells
-        .iter()
-        .filter(|c| c.network == FIG4_NET && c.initcwnd == INITCWND)
-        .collect();
+    let f4 = fig4_cells(cells);
     if !f4.is_empty() {
         let mut series = vec![];
         for (dashed, tag) in [(false, "p50"), (true, "p90")] {
