@@ -11,7 +11,7 @@
 
 use crate::forward::{CapDir, CapturedPacket};
 use crate::handshake_timeline::parse_segment;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 const FIN: u8 = 0x01;
@@ -19,7 +19,7 @@ const SYN: u8 = 0x02;
 const RST: u8 = 0x04;
 
 /// One direction of a connection.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct DirTrace {
     /// Stream bytes delivered in order (every byte before them delivered too).
     pub bytes_in_order: u64,
@@ -36,7 +36,7 @@ pub struct DirTrace {
 }
 
 /// One connection.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ConnTrace {
     /// The client's port.
     pub client_port: u16,

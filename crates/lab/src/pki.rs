@@ -9,7 +9,7 @@
 //!   ECDSA-sized (~72 bytes) and signing costs ECDSA time. Kept as the paper-size stand-ins.
 //! - **real ML-DSA** ([`mldsa_chain`]): root, intermediate and leaf all ML-DSA-44 or -65
 //!   ([`MlDsaChain`]); the gateway serves them as a third certificate kind to clients that offer
-//!   the scheme (docs/PQ-CERTS.md). Leaf + intermediate DER is ~7.9 KB (ML-DSA-44) and ~11 KB
+//!   the scheme (docs/PQ-CERTS.md). Leaf + intermediate DER is ~8.0 KB (ML-DSA-44) and ~11.1 KB
 //!   (ML-DSA-65); the CertificateVerify carries a 2,420 / 3,309-byte signature.
 
 use std::path::{Path, PathBuf};

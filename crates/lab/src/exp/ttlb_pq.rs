@@ -273,13 +273,47 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         &opts.out.join("ttlb-pq-failures.json"),
         &serde_json::json!({ "failures": failures, "gateway_counters": counters }),
     )?;
-    let mut md = ttlb_pq_report::markdown(&cells, opts);
-    md.push_str(&ttlb_pq_figs::markdown(&cells, &rows));
-    md.push_str(&ttlb_pq_report::failures_markdown(&failures));
-    std::fs::write(opts.out.join("ttlb-pq.md"), md)?;
-    ttlb_pq_report::plots(&cells, opts)?;
-    ttlb_pq_figs::plots(&cells, &rows, opts)?;
+    reports(&cells, &rows, &failures, opts)?;
     let _ = std::fs::remove_dir_all(&work);
+    Ok(cells)
+}
+
+/// `ttlb-pq.md` and the SVG figures.
+fn reports(cells: &[Cell], rows: &[Row], failures: &[Failure], opts: &RunOpts) -> anyhow::Result<()> {
+    let mut md = ttlb_pq_report::markdown(cells, opts);
+    md.push_str(&ttlb_pq_figs::markdown(cells, rows));
+    md.push_str(&ttlb_pq_report::failures_markdown(failures));
+    std::fs::write(opts.out.join("ttlb-pq.md"), md)?;
+    ttlb_pq_report::plots(cells, opts)?;
+    ttlb_pq_figs::plots(cells, rows, opts)
+}
+
+/// Re-writes a finished run's summaries from its own samples, with this version's report code:
+/// the cells in `ttlb-pq.json`, `ttlb-pq.md` and the SVG figures under `dir` (the samples, the
+/// CSV and the failure traces are kept as they are). For a run whose reports predate a change
+/// of the report code (`cargo run --release -p tlsgate-lab --example ttlb_pq_rerender -- DIR`).
+pub fn rerender(dir: &std::path::Path) -> anyhow::Result<Vec<Cell>> {
+    let path = dir.join("ttlb-pq.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let rows: Vec<Row> = serde_json::from_value(json["samples"].take())?;
+    let failures: Vec<Failure> = match std::fs::read_to_string(dir.join("ttlb-pq-failures.json")) {
+        Ok(text) => serde_json::from_value(serde_json::from_str::<serde_json::Value>(&text)?["failures"].take())?,
+        Err(_) => vec![],
+    };
+    let cells = summarize(&rows);
+    json["samples"] = serde_json::to_value(&rows)?;
+    json["cells"] = serde_json::to_value(&cells)?;
+    write_json(&path, &json)?;
+    let opts = RunOpts {
+        exe: std::path::PathBuf::new(),
+        out: dir.to_path_buf(),
+        quick: false,
+        samples: None,
+        verbose: false,
+        networks: vec![],
+        sizes_kib: vec![],
+    };
+    reports(&cells, &rows, &failures, &opts)?;
     Ok(cells)
 }
 

@@ -43,8 +43,24 @@ fn fig1_rows<'a>(rows: &'a [Row], variant: &str) -> Vec<&'a Row> {
 /// its 95 % interval.
 type Pooled = (&'static str, usize, [f64; 3], [f64; 3], [[f64; 2]; 3]);
 
-/// Fig. 1 pooled over all its cells, per variant (classical first).
+/// Fig. 1's networks present in `rows` (its figure needs at least two: a run of fig. 4 holds
+/// one of them, at 0 KiB, and is not a fig. 1).
+fn fig1_networks(rows: &[Row]) -> usize {
+    let mut seen: Vec<&str> = fig_nets("fig1")
+        .iter()
+        .filter_map(|n| rows.iter().find(|r| &r.network == n && r.data_bytes == 0))
+        .map(|r| r.network.as_str())
+        .collect();
+    seen.dedup();
+    seen.len()
+}
+
+/// Fig. 1 pooled over all its cells, per variant (classical first); empty for fewer than two of
+/// its networks.
 fn fig1_aggregate(rows: &[Row]) -> Vec<Pooled> {
+    if fig1_networks(rows) < 2 {
+        return vec![];
+    }
     let hs = |v: &str| fig1_rows(rows, v).iter().map(|r| r.handshake_ms).collect::<Vec<_>>();
     let base = hs("classical");
     if base.is_empty() {
@@ -211,7 +227,11 @@ fn cdf_values(rows: &[Row], net: &str, variant: &str) -> Vec<f64> {
 /// The figures' SVG files (only those whose cells the run holds).
 pub fn plots(cells: &[Cell], rows: &[Row], opts: &RunOpts) -> anyhow::Result<()> {
     let write = |name: &str, svg: String| std::fs::write(opts.out.join(name), svg);
-    let f1_nets = fig_nets("fig1");
+    let f1_nets = if fig1_networks(rows) < 2 {
+        vec![]
+    } else {
+        fig_nets("fig1")
+    };
     for rtt in [35.0, 200.0] {
         let here: Vec<&Cell> = cells
             .iter()

@@ -14,7 +14,7 @@ use crate::client::{probe, ProbeOpts};
 use crate::conn_trace::{traces, ConnTrace};
 use crate::gateway::{Gateway, GatewaySpec};
 use crate::{Lab, LabOptions, LinkSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub struct Setting {
 }
 
 /// A failed sample and what the tap saw of its connection.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
     /// Network.
     pub network: String,

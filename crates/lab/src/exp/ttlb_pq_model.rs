@@ -2,7 +2,7 @@
 //! (`ttlb_pq_report`) writes up. A leaf, so that neither of the two imports the other.
 
 use crate::report::Pcts;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tlsgate_tls::mldsa::Level;
 
 /// The certificate chain a variant's site serves.
@@ -71,7 +71,7 @@ pub const VARIANTS: [Variant; 6] = [
 ];
 
 /// One sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// Network name.
     pub network: String,
@@ -106,15 +106,23 @@ pub struct Row {
     /// Error text, if the connection failed.
     pub error: String,
     /// Connect + TLS handshake, ms (the paper's handshake time).
+    #[serde(deserialize_with = "nan_if_null")]
     pub handshake_ms: f64,
     /// Time to first byte, ms.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ttfb_ms: f64,
     /// Time to last byte, ms.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ttlb_ms: f64,
     /// Bytes B→A per connection (average over the cell's run, IP packets).
     pub down_bytes: u64,
     /// Bytes A→B per connection.
     pub up_bytes: u64,
+}
+
+/// A time that JSON wrote as `null` (a failed sample's NaN) reads back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Summary of one cell.
@@ -157,4 +165,25 @@ pub struct Cell {
     pub cert_type: String,
     /// Bytes B→A per connection.
     pub down_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_samples_times_survive_json() {
+        let v = serde_json::json!({
+            "network": "n", "rtt_ms": 35.0, "rate_mbps": 1.0, "loss": 0.1, "jitter_ms": 0.0,
+            "initcwnd": 20, "variant": "pq-kem", "group": "", "chain_bytes": 0, "data_bytes": 0,
+            "sample": 1, "lane": 0, "cert_type": "", "sigalg": "", "signature_bytes": 0,
+            "error": "x", "handshake_ms": null, "ttfb_ms": null, "ttlb_ms": 12.5,
+            "down_bytes": 0, "up_bytes": 0
+        });
+        let r: Row = serde_json::from_value(v).unwrap();
+        assert!(r.handshake_ms.is_nan() && r.ttfb_ms.is_nan());
+        assert_eq!(r.ttlb_ms, 12.5);
+        let back = serde_json::to_value(&r).unwrap();
+        assert!(back["handshake_ms"].is_null());
+    }
 }
