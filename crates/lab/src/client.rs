@@ -27,6 +27,8 @@ pub struct ProbeOpts {
     pub early_data: bool,
     /// CA to verify against.
     pub cacert: Option<PathBuf>,
+    /// `--mldsa`: offer the ML-DSA signature schemes first.
+    pub mldsa: bool,
 }
 
 /// One connection's result.
@@ -46,6 +48,12 @@ pub struct ConnSample {
     pub early_data_accepted: bool,
     /// Certificate chain bytes received.
     pub chain_bytes: usize,
+    /// Leaf key type (`ECDSA`, `ML-DSA-44`, ...).
+    pub cert_type: String,
+    /// The server's signature algorithm.
+    pub sigalg: String,
+    /// CertificateVerify signature bytes where the algorithm fixes them (ML-DSA, RSA), else 0.
+    pub signature_bytes: usize,
     /// An OCSP staple was received.
     pub stapled: bool,
     /// TCP connect, ms.
@@ -84,6 +92,9 @@ pub fn probe(exe: &Path, ns: &Netns, addr: SocketAddr, o: &ProbeOpts) -> anyhow:
     if o.early_data {
         cmd.arg("--early-data");
     }
+    if o.mldsa {
+        cmd.arg("--mldsa");
+    }
     if let Some(ca) = &o.cacert {
         cmd.arg("--cacert").arg(ca);
     }
@@ -105,6 +116,9 @@ pub fn probe(exe: &Path, ns: &Netns, addr: SocketAddr, o: &ProbeOpts) -> anyhow:
                 resumed: c["resumed"].as_bool().unwrap_or(false),
                 early_data_accepted: c["early_data"]["accepted"].as_bool().unwrap_or(false),
                 chain_bytes: c["chain_bytes"].as_u64().unwrap_or(0) as usize,
+                cert_type: s("cert_type"),
+                sigalg: s("sigalg"),
+                signature_bytes: c["signature_bytes"].as_u64().unwrap_or(0) as usize,
                 stapled: c["ocsp"]["present"].as_bool().unwrap_or(false),
                 connect_ms: ms(t, "connect"),
                 handshake_ms: ms(t, "handshake"),

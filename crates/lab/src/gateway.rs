@@ -22,6 +22,9 @@ pub struct Site {
     pub key: PathBuf,
     /// A DER OCSP response to staple; `None` = no stapling.
     pub ocsp_file: Option<PathBuf>,
+    /// Further certificates of the site, (chain PEM, key PEM): e.g. an ML-DSA chain beside the
+    /// ECDSA one, served to clients that offer its scheme.
+    pub extra: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Site {
@@ -48,16 +51,26 @@ pub struct GatewaySpec {
     pub sites: Vec<Site>,
     /// Response sizes served at `/n/<N>/`.
     pub bodies: Vec<usize>,
+    /// `server.handshake_timeout` and `server.silent_timeout`, seconds; `None` = the gateway's
+    /// defaults (10 s and 5 s). The experiments use [`LAB_HANDSHAKE_TIMEOUT_S`]: on a lossy
+    /// emulated link a handshake can legitimately take longer than 10 s (retransmission timeouts
+    /// back off to 3, 6, 12 s), and a gateway that gives up on it closes a connection whose
+    /// client already finished its side of the handshake and sent its request (issue 22).
+    pub handshake_timeout_s: Option<u64>,
 }
+
+/// The experiments' handshake and silent timeouts: the clients' own timeout (`probe --timeout`).
+pub const LAB_HANDSHAKE_TIMEOUT_S: u64 = 60;
 
 impl GatewaySpec {
     /// The configuration file's text.
     pub fn to_toml(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "[server]\nworkers = 1\n\n[log]\nlevel = \"warn\"\naccess_log = false\n"
-        );
+        let _ = writeln!(s, "[server]\nworkers = 1");
+        if let Some(t) = self.handshake_timeout_s {
+            let _ = writeln!(s, "handshake_timeout = \"{t}s\"\nsilent_timeout = \"{t}s\"");
+        }
+        let _ = writeln!(s, "\n[log]\nlevel = \"warn\"\naccess_log = false\n");
         let _ = writeln!(s, "[admin]\nlisten = \"127.0.0.1:{}\"\n", self.admin_port);
         let _ = writeln!(
             s,
@@ -91,6 +104,14 @@ impl GatewaySpec {
                 None => {
                     let _ = writeln!(s, "ocsp = \"off\"\n");
                 }
+            }
+            for (chain, key) in &site.extra {
+                let _ = writeln!(
+                    s,
+                    "[[site.certificate]]\nchain = {:?}\nkey = {:?}\nocsp = \"off\"\n",
+                    chain.display().to_string(),
+                    key.display().to_string()
+                );
             }
             for n in &self.bodies {
                 let _ = writeln!(
@@ -178,5 +199,40 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
         netns::unregister_child(self.child.id());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(timeout: Option<u64>) -> GatewaySpec {
+        GatewaySpec {
+            port: 443,
+            admin_port: 9090,
+            dynamic_records: true,
+            early_data: false,
+            tcp_fastopen: 0,
+            sites: vec![Site {
+                name: "a".into(),
+                chain: "a.pem".into(),
+                key: "a.key".into(),
+                ocsp_file: None,
+                extra: vec![("m.pem".into(), "m.key".into())],
+            }],
+            bodies: vec![10],
+            handshake_timeout_s: timeout,
+        }
+    }
+
+    #[test]
+    fn timeouts_and_extra_certificates_reach_the_configuration() {
+        let t = spec(Some(LAB_HANDSHAKE_TIMEOUT_S)).to_toml();
+        let server = &t[t.find("[server]").unwrap()..t.find("[log]").unwrap()];
+        assert!(server.contains("handshake_timeout = \"60s\""), "{t}");
+        assert!(server.contains("silent_timeout = \"60s\""), "{t}");
+        assert!(!spec(None).to_toml().contains("handshake_timeout"));
+        assert_eq!(t.matches("[[site.certificate]]").count(), 2, "{t}");
+        assert!(t.contains("chain = \"m.pem\"\nkey = \"m.key\"\nocsp = \"off\""), "{t}");
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod calibrate;
 pub mod client;
+pub mod conn_trace;
 pub mod dist;
 pub mod exp;
 pub mod forward;

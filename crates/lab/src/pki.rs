@@ -1,18 +1,21 @@
 //! Certificates for the experiments: a CA and, per chain size, an intermediate and a leaf, padded
 //! with a private non-critical extension of random (incompressible) bytes so the chain the
-//! server sends (leaf + intermediate) reaches a target size. Issued by tlsgate-tls's PKI
-//! ([`tlsgate_tls::pki`]); this module only sizes and writes the chains.
+//! server sends (leaf + intermediate) reaches a target size; and real ML-DSA chains. All issued
+//! by tlsgate-tls's PKI ([`tlsgate_tls::pki`]); this module only sizes and writes the chains.
 //!
-//! These padded chains stand in for ML-DSA: a "post-quantum chain" here is an ECDSA P-256 chain
-//! of the size an ML-DSA chain would have. The handshake carries the same bytes; the signature
-//! work differs (ECDSA), and the CertificateVerify stays ECDSA-sized (ML-DSA-44 would add ~2.4 KB
-//! there). The gateway now serves real ML-DSA chains (`tlsgate_tls::pki::MlDsaChain`,
-//! docs/PQ-CERTS.md); moving the lab's experiments onto them is issue 22's part 2, and these stay
-//! as the fallback.
+//! Two kinds of "post-quantum chain":
+//! - **padded** ([`Ca::chain`]): an ECDSA P-256 chain grown to a target size (the paper's 8 KB
+//!   and 16 KB). The handshake carries the same certificate bytes; the CertificateVerify stays
+//!   ECDSA-sized (~72 bytes) and signing costs ECDSA time. Kept as the paper-size stand-ins.
+//! - **real ML-DSA** ([`mldsa_chain`]): root, intermediate and leaf all ML-DSA-44 or -65
+//!   ([`MlDsaChain`]); the gateway serves them as a third certificate kind to clients that offer
+//!   the scheme (docs/PQ-CERTS.md). Leaf + intermediate DER is ~8.0 KB (ML-DSA-44) and ~11.1 KB
+//!   (ML-DSA-65); the CertificateVerify carries a 2,420 / 3,309-byte signature.
 
 use std::path::{Path, PathBuf};
 use tlsgate_error::{Classify, Side};
-use tlsgate_tls::pki::{CertSpec, Certified, KeyKind, PkiError, RawExtension};
+use tlsgate_tls::mldsa::Level;
+use tlsgate_tls::pki::{CertSpec, Certified, KeyKind, MlDsaChain, PkiError, RawExtension};
 
 /// Private OID (arc under a documentation-style enterprise number) of the padding extension.
 const PAD_OID: &str = "1.3.6.1.4.1.55555.77.1";
@@ -154,6 +157,23 @@ impl Ca {
     }
 }
 
+/// A real ML-DSA chain written to disk: leaf + intermediate and the leaf's key as [`ChainFiles`],
+/// and the root's PEM (for the clients' trust bundle).
+pub fn mldsa_chain(dir: &Path, stem: &str, names: &[&str], level: Level) -> Result<(ChainFiles, String), ChainError> {
+    let issued = MlDsaChain::issue(level, names, DAYS)?;
+    let chain_bytes = der_len(&issued.leaf)? + der_len(&issued.intermediate)?;
+    let chain = write(dir.join(format!("{stem}.pem")), &issued.chain_pem())?;
+    let key = write(dir.join(format!("{stem}.key")), &issued.leaf.key_pem)?;
+    Ok((
+        ChainFiles {
+            chain,
+            key,
+            chain_bytes,
+        },
+        issued.root.cert_pem.clone(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +193,22 @@ mod tests {
             let key = boring::pkey::PKey::private_key_from_pem(&key).unwrap();
             let leaf = boring::x509::X509::from_pem(pem.as_bytes()).unwrap();
             assert!(leaf.public_key().unwrap().public_eq(&key), "the key is the leaf's");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn mldsa_chains_have_their_sizes_and_roots() {
+        let dir = tempdir();
+        for (level, lo, hi) in [(Level::MlDsa44, 7_000, 9_000), (Level::MlDsa65, 10_000, 12_000)] {
+            let (c, root) = mldsa_chain(&dir, level.name(), &["lab.test"], level).unwrap();
+            assert!((lo..hi).contains(&c.chain_bytes), "{level:?}: {}", c.chain_bytes);
+            let pem = std::fs::read(&c.chain).unwrap();
+            let certs = boring::x509::X509::stack_from_pem(&pem).unwrap();
+            assert_eq!(certs.len(), 2);
+            let root = boring::x509::X509::from_pem(root.as_bytes()).unwrap();
+            let key = root.public_key().unwrap();
+            assert!(certs[1].verify(&key).unwrap(), "the intermediate is the root's");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -121,7 +121,10 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
         esc(y_label)
     );
     for (i, se) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
+        // Solid and dashed lines count their colours separately, so the k-th dashed series (a
+        // p90, say) has the colour of the k-th solid one (its p50).
+        let k = series[..i].iter().filter(|o| o.dashed == se.dashed).count();
+        let c = COLORS[k % COLORS.len()];
         let path: Vec<String> = se
             .points
             .iter()

@@ -1,10 +1,14 @@
 //! The experiments (`tlsgate lab run NAME`): common options and the network settings they use.
 
+mod bootstrap;
 pub mod tricks;
 mod tricks_model;
 mod tricks_report;
 pub mod ttlb_pq;
+mod ttlb_pq_figs;
+mod ttlb_pq_lane;
 mod ttlb_pq_model;
+pub mod ttlb_pq_paper;
 mod ttlb_pq_report;
 
 use crate::link::LinkSpec;

@@ -16,7 +16,7 @@ pub use super::tricks_model::{Config, MessageRow, OcspSummary, Trick};
 use super::{tricks_report, Network, RunOpts};
 use crate::client::{bench_new_conn, probe, BenchOpts, ConnSample, ProbeOpts};
 use crate::exp::ttlb_pq::tempdir;
-use crate::gateway::{Gateway, GatewaySpec, Site};
+use crate::gateway::{Gateway, GatewaySpec, Site, LAB_HANDSHAKE_TIMEOUT_S};
 use crate::handshake_timeline::{timelines, Side, Timeline};
 use crate::report::{write_csv, write_json, Pcts};
 use crate::{Lab, LinkSpec};
@@ -238,6 +238,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
         tcp_fastopen: 256,
         sites: sites.clone(),
         bodies: bodies.clone(),
+        handshake_timeout_s: Some(LAB_HANDSHAKE_TIMEOUT_S),
     };
     let dynamic = Gateway::start(&opts.exe, &lab.b, &work, "dynamic", &mk(443, 9090, true))?;
     let fixed = Gateway::start(&opts.exe, &lab.b, &work, "fixed", &mk(444, 9091, false))?;
@@ -529,6 +530,7 @@ fn pki(dir: &Path) -> anyhow::Result<Vec<Site>> {
             chain,
             key,
             ocsp_file,
+            extra: vec![],
         });
     }
     Ok(sites)
