@@ -1,5 +1,6 @@
 //! ttlb-pq's real ML-DSA variants end to end (needs root and the release `tlsgate` binary next
-//! to this test's directory; without it the test says so and passes): one fast network, two
+//! to this test's directory, which `cargo test --release --workspace` builds; without it the
+//! test fails and says so): one fast network, two
 //! samples per cell. The ML-DSA sites serve their ML-DSA chain to the probe offering ML-DSA
 //! (`--mldsa`), with the ML-DSA signature in the CertificateVerify; every other variant gets ECDSA.
 
@@ -13,8 +14,7 @@ fn mldsa_variants_get_mldsa_chains_and_the_others_ecdsa() {
         .and_then(|e| Some(e.parent()?.parent()?.join("tlsgate")))
         .filter(|p| p.exists())
     else {
-        eprintln!("skipped: no release tlsgate binary next to the test (cargo build --release -p tlsgate)");
-        return;
+        panic!("no release tlsgate binary next to the test: cargo build --release -p tlsgate first");
     };
     let out = std::env::temp_dir().join(tlsgate_lab::netns::unique_id());
     let opts = RunOpts {

@@ -11,7 +11,7 @@
 //! (`LAB_HANDSHAKE_TIMEOUT_S`, used by every experiment) the same exchange completes.
 //!
 //! Needs root and the release `tlsgate` binary next to this test's directory
-//! (`cargo build --release -p tlsgate` first); without the binary the test says so and passes.
+//! (`cargo build --release -p tlsgate` first); without the binary the test fails and says so.
 
 use std::path::{Path, PathBuf};
 use tlsgate_lab::client::{probe, ProbeOpts};
@@ -83,8 +83,7 @@ fn exchange(exe: &Path, timeout: Option<u64>) -> (Option<String>, Option<u64>, u
 #[test]
 fn a_handshake_slower_than_the_gateways_timeout_is_cut_and_the_lab_allows_it() {
     let Some(exe) = tlsgate_exe() else {
-        eprintln!("skipped: no release tlsgate binary next to the test (cargo build --release -p tlsgate)");
-        return;
+        panic!("no release tlsgate binary next to the test: cargo build --release -p tlsgate first");
     };
     // Both exchanges side by side (two labs): ~40 s in all.
     let e2 = exe.clone();
