@@ -271,9 +271,13 @@ fn idle_http2_connections_give_back_their_codec_buffers() {
     assert_eq!(released, n as f64, "HTTP/2 connections waiting released, of {n} idle");
     eprintln!("{per:.1} KiB per idle HTTP/2 connection");
     // At this count: 31.4 KiB with the h2 codec's 16 KiB write and 8 KiB read buffers kept
-    // (unpatched h2), 17.3 KiB without them; docs/BENCHMARKS.md has the 2,000-connection run.
+    // (unpatched h2, quiet machine), 17.3 KiB without them then, 11-13 KiB since session 17 alone
+    // on the machine; once 24.2 KiB in a CI run with another gateway test beside it (more
+    // handshakes overlap on a loaded machine, and the allocator keeps more of that peak). The
+    // bound sits between the loaded patched reading and the quiet unpatched one;
+    // docs/BENCHMARKS.md has the 2,000-connection run.
     assert!(
-        per < 24.0,
+        per < 28.0,
         "{per:.1} KiB per idle HTTP/2 connection: codec buffers kept?"
     );
     for tls in &mut held {
