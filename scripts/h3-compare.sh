@@ -14,8 +14,14 @@
 #   h2_13    HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)    h2load -t1 -c16 -m10
 #   h3_own   h3_13 with tlsgate's own client, beside the figures of record (its client core
 #            is less of a limit than quic-go's)                        tlsgate bench --h3 -c 16 -m 4
+#   h3_1m    HTTP/3, 1 MiB responses, 4 connections × 1 request       h3load -c 4 -m 1
+#            (the figure is MiB per CPU-second: the UDP datapath, GSO)
+#   h2_1m    HTTP/2 over TCP, 1 MiB responses, 4 connections (reference) h2load -t1 -c4 -m1
 #
-# Environment: SERVERS ("tlsgate caddy"), CELLS (all), ROUNDS (3), DURATION (5 s),
+# A/B of two tlsgate builds: ALT_BIN=/path/to/other/tlsgate (ALT_LABEL names it) adds the server
+# "tlsgate_alt" to the rounds and a table of tlsgate ÷ tlsgate_alt.
+#
+# Environment: SERVERS ("tlsgate caddy", plus tlsgate_alt with ALT_BIN), CELLS (all), ROUNDS (3), DURATION (5 s),
 # SERVER_CPU (0), LOAD_CPU (1), PORT (19843, TCP and UDP), ADMIN (19844), GATEWAY_BIN (the
 # tlsgate binary measured; default target/release/tlsgate, built when missing), WORK (a new
 # temporary directory).
@@ -25,7 +31,9 @@ BENCH_NAME=h3-compare
 # shellcheck source=scripts/lib/bench.sh
 source scripts/lib/bench.sh
 
-SERVERS=${SERVERS:-"tlsgate caddy"}
+ALT_BIN=${ALT_BIN:-}
+ALT_LABEL=${ALT_LABEL:-alt}
+SERVERS=${SERVERS:-"tlsgate${ALT_BIN:+ tlsgate_alt} caddy"}
 CELLS=${CELLS:-all}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
@@ -41,6 +49,8 @@ ALL=(
   "h3_new|HTTP/3, a new QUIC connection (full handshake) per request, 13 B|h3load -new -c 8"
   "h2_13|HTTP/2 over TCP, 16 conn × 10 streams, 13 B (reference)|h2load -t1 -c16 -m10"
   "h3_own|HTTP/3 as h3_13, load from tlsgate bench (not of record)|bench -c 16 -m 4"
+  "h3_1m|HTTP/3, 4 QUIC connections × 1 request, 1 MiB (MiB per CPU-s)|h3load -c 4 -m 1"
+  "h2_1m|HTTP/2 over TCP, 4 conn × 1 stream, 1 MiB (reference; MiB per CPU-s)|h2load -t1 -c4 -m1"
 )
 
 bench_install_missing caddy:caddy h2load:nghttp2-client
@@ -52,6 +62,15 @@ bench_mint_certificate "tlsgate h3-compare CA"
 (cd scripts/h3/h3load && go build -o "$WORK/h3load" .)
 bench_render scripts/h3/tlsgate.toml.in "$WORK/tlsgate.toml" WORK="$WORK" PORT="$PORT" ADMIN="$ADMIN"
 bench_render scripts/h3/Caddyfile.in "$WORK/Caddyfile" WORK="$WORK" PORT="$PORT"
+# The 1 MiB answer: inline in tlsgate's configuration (too long for sed), a file for Caddy.
+mkdir -p "$WORK/www" && head -c 1048576 /dev/zero | tr '\0' x >"$WORK/www/1m"
+python3 - "$WORK/tlsgate.toml" "$WORK/www/1m" <<'PY'
+import sys
+conf, big = sys.argv[1], open(sys.argv[2]).read()
+text = open(conf).read().replace("@BIG@", big)
+open(conf, "w").write(text)
+PY
+if [ -n "$ALT_BIN" ]; then cp "$ALT_BIN" "$WORK/tlsgate-alt"; fi
 GW_ID="$(git describe --always --dirty 2>/dev/null || echo unknown), tlsgate sha256 $(sha256sum "$GW_BIN" | cut -c1-12)"
 bench_save_params SERVERS CELLS ROUNDS DURATION SERVER_CPU LOAD_CPU GW_ID
 bench_ports_free "$PORT" "$ADMIN"
@@ -63,6 +82,13 @@ log "work directory $WORK; servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $R
 start_server() { # name
   case $1 in
     tlsgate) bench_start_server tlsgate "$SERVER_CPU" "$WORK/tlsgate.toml" "$PORT" 0.3 ;;
+    tlsgate_alt)
+      RUST_LOG=warn taskset -c "$SERVER_CPU" "$WORK/tlsgate-alt" serve --config "$WORK/tlsgate.toml" \
+        >>"$WORK/tlsgate_alt.log" 2>&1 &
+      BENCH_PID=$!
+      bench_wait_port "$PORT" || { log "tlsgate_alt did not start"; tail -n 20 "$WORK/tlsgate_alt.log" >&2; exit 1; }
+      sleep 0.3
+      ;;
     caddy)
       GOMAXPROCS=1 taskset -c "$SERVER_CPU" caddy run --config "$WORK/Caddyfile" --adapter caddyfile \
         >>"$WORK/caddy.log" 2>&1 &
@@ -79,6 +105,7 @@ one_run() { # round server line
   IFS='|' read -r id _ load <<<"$line"
   start_server "$s"
   local pid=$BENCH_PID url="https://127.0.0.1:$PORT/13b"
+  case $id in *_1m) url="https://127.0.0.1:$PORT/1m" ;; esac
   out="$WORK/$s-$id-$round.txt"
   t0=$(bench_cpu_total "$pid")
   case $load in
@@ -100,7 +127,7 @@ one_run() { # round server line
       ;;
     h2load*)
       # shellcheck disable=SC2086
-      taskset -c "$LOAD_CPU" h2load ${load#h2load } -D "$DURATION" "https://localhost:$PORT/13b" >"$out" 2>&1 || true
+      taskset -c "$LOAD_CPU" h2load ${load#h2load } -D "$DURATION" "${url/127.0.0.1/localhost}" >"$out" 2>&1 || true
       requests=$(awk '/^status codes:/{print $3}' "$out")
       errors=$(awk '/^requests:/{print $10 + $12}' "$out")
       first=""
@@ -135,6 +162,21 @@ for line in "${selected[@]}"; do
   ' "$WORK/results.jsonl"
 done
 echo
+if [ -n "$ALT_BIN" ]; then
+  echo "### tlsgate ÷ tlsgate_alt ($ALT_LABEL: $(sha256sum "$WORK/tlsgate-alt" | cut -c1-12)), per server CPU-second, medians"
+  echo
+  bench_table_head "l:cell" "r:tlsgate" "r:tlsgate_alt" "r:ratio"
+  for line in "${selected[@]}"; do
+    IFS='|' read -r id title load <<<"$line"
+    jq -rs --arg id "$id" --arg title "$title" "$BENCH_JQ_MEDIAN"'
+      def med(s; f): [.[] | select(.cell == $id and .server == s) | f] | median;
+      (med("tlsgate"; .per_cpu)) as $t | (med("tlsgate_alt"; .per_cpu)) as $a |
+      def k: if . == null then "–" else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
+      "| \($title) | \($t | k) | \($a | k) | **\(if $t != null and $a != null and $a > 0 then ($t / $a * 100 | round / 100 | tostring) + "×" else "–" end)** |"
+    ' "$WORK/results.jsonl"
+  done
+  echo
+fi
 failed=$(jq -s '[.[] | select(.errors > 0 or .requests == 0)] | length' "$WORK/results.jsonl")
 [ "$failed" = 0 ] || { log "$failed runs had errors or no answers: see $WORK/results.jsonl"; }
 log "raw results in $WORK (results.jsonl, <server>-<cell>-<round>.txt)"

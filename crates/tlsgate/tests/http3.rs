@@ -1,10 +1,12 @@
 //! HTTP/3 over QUIC end to end, with a client tlsgate did not write (quic-go's HTTP/3 client in
 //! tests/go/h3client, built here with `go build`): requests through the same proxy layer as TCP
 //! to a real origin, Alt-Svc on TCP responses, hostile datagrams, the anti-amplification limit,
-//! Retry, and resumption on a second gateway with the same cluster secret.
+//! Retry, resumption on a second gateway with the same cluster secret, and the UDP datapath
+//! (GSO/GRO batching, steering by connection ID across NAT rebindings).
 
 mod common;
 mod keyless_env;
+mod udp_relay;
 
 use serde_json::Value;
 use std::net::UdpSocket;
@@ -578,5 +580,93 @@ fn bench_h3_loads_the_gateway_over_quic_in_both_modes() {
         resumed as f64,
         "{}",
         f.gw.metrics()
+    );
+}
+
+/// With GSO a response leaves in batches of datagrams, one system call each; with GRO the
+/// kernel hands over quic-go's GSO batches whole. The gateway's own counters show datagrams per
+/// call (one per call without them).
+#[test]
+fn the_udp_path_moves_many_datagrams_per_system_call() {
+    let origin = Origin::start("o1");
+    let f = common::start(&http3(""), &to_origin(&origin));
+    let ca = f.pki.ca_file();
+    let url = |p: &str| format!("https://localhost:{}{p}", f.https);
+    let big = client(&ca, &["-url", &url("/bytes?n=8000000")]);
+    assert_eq!(big[0]["length"], 8_000_000, "{big:?}");
+    let posted = client(&ca, &["-url", &url("/upload"), "-method", "POST", "-body", "8000000"]);
+    assert!(
+        posted[0]["head"].as_str().unwrap().contains("received=8000000"),
+        "{posted:?}"
+    );
+    // Both connections are counted as they end, just after the client closed them; 8 MB is at
+    // least 5,500 datagrams of 1,452 bytes each way.
+    let per_call = |direction: &str| {
+        let label = format!("direction=\"{direction}\"");
+        let count = || {
+            (
+                f.gw.metric("tlsgate_quic_udp_datagrams_total", &[&label]),
+                f.gw.metric("tlsgate_quic_udp_calls_total", &[&label]),
+            )
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut got = count();
+        while got.0 < 5500.0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            got = count();
+        }
+        let (datagrams, calls) = got;
+        assert!(
+            datagrams >= 5500.0 && calls > 0.0,
+            "{direction}: {datagrams} datagrams, {calls} calls"
+        );
+        datagrams / calls
+    };
+    let (sent, received) = (per_call("sent"), per_call("received"));
+    eprintln!("datagrams per call: sent {sent:.1}, received {received:.1}");
+    assert!(sent >= 4.0, "GSO: {sent:.1} datagrams per send call");
+    assert!(received >= 2.0, "GRO: {received:.1} datagrams per receive call");
+}
+
+/// Clients behind a NAT whose mapping changes (one rebinding per connection, as NATs do when
+/// a mapping expires): the kernel still hands every packet to the worker owning the connection
+/// (the steering program reads the connection ID), so no worker forwards to another, and each
+/// connection goes on from its new address. Four workers and five connections: without
+/// steering, a rebinding lands on another worker three times in four.
+#[test]
+fn clients_whose_address_changes_stay_on_their_worker() {
+    let f = common::start_edited(&http3(""), "", |c| c.replace("workers = 2", "workers = 4"));
+    let ca = f.pki.ca_file();
+    h3client(); // built before the clock of each round starts
+    for round in 0..5 {
+        let relay = udp_relay::Relay::start(([127, 0, 0, 1], f.https).into());
+        let url = format!("https://localhost:{}/hello", relay.addr().port());
+        let got = std::thread::scope(|s| {
+            let client = s.spawn(|| client(&ca, &["-url", &url, "-n", "2", "-hold", "1500ms"]));
+            std::thread::sleep(Duration::from_millis(700));
+            relay.rebind();
+            client.join().unwrap()
+        });
+        assert!(
+            got.len() == 4 && got.iter().all(|r| r["status"] == 200 && r["head"] == "Hello, world!"),
+            "round {round}: {got:?}\n{}",
+            f.gw.log()
+        );
+        assert_eq!(
+            relay.ports_answered(),
+            2,
+            "round {round}: the server answered both addresses (relayed, answered by port: {:?})",
+            relay.counts()
+        );
+    }
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &[]),
+        5.0,
+        "one connection each"
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_datagrams_total", &["what=\"forwarded\""]),
+        0.0,
+        "packets reached another worker than their connection's"
     );
 }

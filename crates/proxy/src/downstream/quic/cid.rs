@@ -1,9 +1,11 @@
 //! Connection IDs and stateless reset tokens.
 //!
 //! Every connection ID the gateway issues is [`CID_LEN`] bytes: the first names the worker that
-//! owns the connection, the rest are random. SO_REUSEPORT hashes a client's address and port to
-//! a worker, which holds after a NAT rebinding or a client's migration no more: the worker that
-//! receives a packet with another worker's ID forwards it there (`endpoint`). The stateless
+//! owns the connection, the rest are random. The kernel reads that byte to pick the worker's
+//! socket (the reuseport program of `udp`), so a client whose address changed (NAT rebinding,
+//! migration) still reaches its worker; where the program could not be attached SO_REUSEPORT
+//! hashes the address, and the worker that receives a packet with another worker's ID forwards
+//! it there (`endpoint`). The stateless
 //! reset token of an ID is an HMAC of it under the reset/Retry secret, so a worker that has lost
 //! a connection (or never had it) can end it for the client without state. In a cluster
 //! (`[cluster] secret_files`) that secret is derived from the cluster secret: every node, and the

@@ -14,7 +14,9 @@
 //! closes with H3_NO_ERROR; the worker gives it `server.drain_timeout`.
 
 use super::metrics::{self as m, HandshakeLabels, ProtocolLabels, PROTOCOL};
+use super::send::{self, Sent};
 use super::streams::Streams;
+use super::udp::QuicSocket;
 use crate::context::ConnContext;
 use crate::downstream::io::Activity;
 use crate::facts::{millis, TlsFacts};
@@ -25,7 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Wake;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, Notify};
 
 /// A datagram for a connection.
@@ -53,7 +54,7 @@ pub struct Accepted {
     /// Its datagrams.
     pub rx: mpsc::Receiver<Datagram>,
     /// The worker's socket.
-    pub socket: Arc<UdpSocket>,
+    pub socket: Arc<QuicSocket>,
     /// The socket's address.
     pub local: SocketAddr,
     /// The client.
@@ -108,9 +109,9 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
     let mut shutdown = gateway.shutdown_signal();
     let mut draining = false;
     let mut drain_deadline: Option<Instant> = None;
-    let mut out = vec![0u8; 1500];
+    let mut sent = Sent::default();
     loop {
-        flush(&mut conn, &socket, &mut out).await;
+        send::flush(&mut conn, &socket, &mut sent).await;
         if conn.is_closed() {
             break;
         }
@@ -219,6 +220,7 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
     if let Some(path) = conn.path_stats().next() {
         m::metrics().rtt.get_or_create(&labels).observe(path.rtt.as_secs_f64());
     }
+    m::udp_sent(stats.sent as u64, sent.calls);
     let _ = done.send(ids);
 }
 
@@ -229,25 +231,6 @@ fn recv(conn: &mut quiche::Connection, mut d: Datagram, local: SocketAddr) {
         to: local,
     };
     let _ = conn.recv(&mut d.data, info);
-}
-
-/// Sends every packet quiche has ready.
-async fn flush(conn: &mut quiche::Connection, socket: &UdpSocket, out: &mut [u8]) {
-    loop {
-        match conn.send(out) {
-            Ok((n, info)) => {
-                if let Err(e) = socket.send_to(&out[..n], info.to).await {
-                    tracing::debug!(to = %info.to, error = %e, "QUIC send failed");
-                }
-            }
-            Err(quiche::Error::Done) => return,
-            Err(e) => {
-                tracing::debug!(error = %e, "QUIC connection failed to send; closed");
-                let _ = conn.close(false, 0x1, b"");
-                return;
-            }
-        }
-    }
 }
 
 /// Reads the handshake's outcome, counts it and builds the connection's context and HTTP/3.

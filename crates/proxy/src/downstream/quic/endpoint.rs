@@ -3,8 +3,10 @@
 //! connection owns without keeping state for them:
 //!
 //! - unparseable datagrams are dropped and counted (`what="garbage"`): they reach no connection;
-//! - a packet carrying another worker's connection ID (the client's address changed, so
-//!   SO_REUSEPORT hashed it elsewhere) is forwarded to that worker (`forwarded`);
+//! - datagrams arrive one by one or as GRO trains of equal-size datagrams (`udp`), split here;
+//! - a packet carrying another worker's connection ID is forwarded to that worker (`forwarded`):
+//!   only where the kernel's steering program (`udp`) could not be attached, since with it the
+//!   kernel delivers every packet to the socket its ID names;
 //! - a short-header packet for no connection gets a stateless reset (rate-limited), so a client
 //!   of a restarted or lost connection stops at once instead of timing out;
 //! - an Initial of an unsupported version gets Version Negotiation; one under 1200 bytes is
@@ -19,6 +21,7 @@ use super::conn::{self, Accepted, Datagram};
 use super::metrics as m;
 use super::tls::QuicTls;
 use super::token;
+use super::udp::QuicSocket;
 use crate::gateway::Gateway;
 use quiche::ConnectionId;
 use std::collections::HashMap;
@@ -27,7 +30,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tlsgate_config::RetryMode;
-use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 /// Datagrams queued for one connection before more are dropped.
@@ -50,7 +52,7 @@ pub struct Endpoint {
     /// Gateway state.
     pub gateway: Arc<Gateway>,
     /// The worker's socket.
-    pub socket: Arc<UdpSocket>,
+    pub socket: Arc<QuicSocket>,
     /// The secret of reset and Retry tokens.
     pub secret: Secret,
     /// Each worker's forwarding queue for this address.
@@ -69,6 +71,8 @@ struct State {
     draining: bool,
     resets: (Instant, u32),
     out: Vec<u8>,
+    /// Datagrams and receive calls not yet added to the metrics.
+    received: (u64, u64),
 }
 
 impl Endpoint {
@@ -96,12 +100,24 @@ impl Endpoint {
             draining: false,
             resets: (Instant::now(), 0),
             out: vec![0u8; 1500],
+            received: (0, 0),
         };
-        let mut buf = vec![0u8; 65_535];
+        // One GRO train at most: 64 KiB.
+        let mut buf = vec![0u8; 65_536];
+        let mut cmsg = nix::cmsg_space!(i32);
         loop {
             tokio::select! {
-                r = socket.recv_from(&mut buf) => match r {
-                    Ok((n, from)) => s.on_datagram(buf[..n].to_vec(), from, false),
+                r = socket.recv(&mut buf, &mut cmsg) => match r {
+                    Ok(got) => {
+                        s.received.1 += 1;
+                        for datagram in buf[..got.len].chunks(got.segment) {
+                            s.received.0 += 1;
+                            s.on_datagram(datagram.to_vec(), got.from, false);
+                        }
+                        if s.received.1 >= 64 {
+                            s.count_received();
+                        }
+                    }
                     Err(e) => tracing::debug!(error = %e, "QUIC receive failed"),
                 },
                 Some(f) = forwarded.recv() => s.on_datagram(f.data, f.from, true),
@@ -109,6 +125,7 @@ impl Endpoint {
                     for id in ids {
                         s.conns.remove(&id);
                     }
+                    s.count_received();
                 }
                 r = shutdown.changed(), if !s.draining => {
                     let _ = r;
@@ -116,6 +133,7 @@ impl Endpoint {
                 }
             }
             if s.draining && s.conns.is_empty() {
+                s.count_received();
                 return;
             }
         }
@@ -123,6 +141,14 @@ impl Endpoint {
 }
 
 impl State {
+    /// Adds the datagrams received since the last call to the metrics.
+    fn count_received(&mut self) {
+        let (datagrams, calls) = std::mem::take(&mut self.received);
+        if calls > 0 {
+            m::udp_received(datagrams, calls);
+        }
+    }
+
     fn on_datagram(&mut self, mut data: Vec<u8>, from: SocketAddr, forwarded: bool) {
         let (ty, version, dcid, scid, token) = match quiche::Header::from_slice(&mut data, CID_LEN) {
             Ok(h) => (h.ty, h.version, h.dcid.to_vec(), h.scid.to_vec(), h.token),

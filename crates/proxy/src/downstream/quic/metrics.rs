@@ -1,7 +1,8 @@
 //! The QUIC listener's metrics, labelled `protocol="h3"` so dashboards put them beside the TCP
 //! path's: handshakes (by site, resumption and 0-RTT), handshake failures, what happened to
 //! datagrams that reached no connection, and per connection at its end its lost packets and
-//! smoothed RTT. Requests are counted by the access log (`requests_total{protocol="h3"}`).
+//! smoothed RTT, and the UDP datapath's datagrams per system call (GSO/GRO at work). Requests
+//! are counted by the access log (`requests_total{protocol="h3"}`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -37,6 +38,15 @@ pub struct WhatLabels {
     pub what: &'static str,
 }
 
+/// Labels of the UDP datapath's counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// Always `h3`.
+    pub protocol: &'static str,
+    /// `sent` or `received`.
+    pub direction: &'static str,
+}
+
 /// Labels with the protocol alone.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProtocolLabels {
@@ -60,6 +70,11 @@ pub struct QuicMetrics {
     pub lost_packets: Family<ProtocolLabels, Counter>,
     /// Smoothed RTT of each connection when it ends.
     pub rtt: Family<ProtocolLabels, Histogram, fn() -> Histogram>,
+    /// UDP datagrams sent (counted as each connection ends) and received (as the endpoint
+    /// reads them, added up in batches).
+    pub udp_datagrams: Family<DirectionLabels, Counter>,
+    /// The system calls that moved them (with GSO/GRO one call carries several datagrams).
+    pub udp_calls: Family<DirectionLabels, Counter>,
 }
 
 /// The metrics (they outlive configuration generations).
@@ -70,6 +85,8 @@ pub fn metrics() -> &'static QuicMetrics {
         datagrams: Family::default(),
         lost_packets: Family::default(),
         rtt: Family::new_with_constructor(rtt_histogram),
+        udp_datagrams: Family::default(),
+        udp_calls: Family::default(),
     });
     &METRICS
 }
@@ -94,6 +111,25 @@ pub fn handshake_failed(what: &'static str) {
             what,
         })
         .inc();
+}
+
+fn udp(direction: &'static str, datagrams: u64, calls: u64) {
+    let labels = DirectionLabels {
+        protocol: PROTOCOL,
+        direction,
+    };
+    metrics().udp_datagrams.get_or_create(&labels).inc_by(datagrams);
+    metrics().udp_calls.get_or_create(&labels).inc_by(calls);
+}
+
+/// Counts what a connection sent (at its end).
+pub fn udp_sent(datagrams: u64, calls: u64) {
+    udp("sent", datagrams, calls);
+}
+
+/// Counts what an endpoint received (in batches, not per datagram).
+pub fn udp_received(datagrams: u64, calls: u64) {
+    udp("received", datagrams, calls);
 }
 
 /// Registers the QUIC metrics in `registry` (once, at start).
@@ -124,5 +160,15 @@ pub fn register(registry: &mut Registry) {
         "quic_rtt_seconds",
         "Smoothed round-trip time of each QUIC connection when it ends",
         m.rtt.clone(),
+    );
+    registry.register(
+        "quic_udp_datagrams",
+        "UDP datagrams of QUIC connections, sent (counted as each connection ends) and received",
+        m.udp_datagrams.clone(),
+    );
+    registry.register(
+        "quic_udp_calls",
+        "System calls that sent or received them: with UDP GSO/GRO one call carries several",
+        m.udp_calls.clone(),
     );
 }

@@ -1,13 +1,14 @@
 //! HTTP/3 over QUIC beside the TCP listeners, on the same BoringSSL contexts (docs/HTTP3.md).
 //!
 //! quiche (Cloudflare's QUIC and HTTP/3 state machines, over the `boring` crate's BoringSSL) is
-//! driven here on tokio UDP sockets, one per worker and listener ([`socket`]); each worker runs
-//! an [`endpoint`] that routes datagrams by connection ID ([`cid`]: the first byte names the
-//! owning worker), validates addresses with Retry ([`token`]), sends stateless resets, and
+//! driven here on tokio UDP sockets, one per worker and listener ([`socket`]) with GSO, GRO and
+//! a reuseport program steering datagrams to their connection's worker ([`udp`]); each worker
+//! runs an [`endpoint`] that routes datagrams by connection ID ([`cid`]: the first byte names
+//! the owning worker), validates addresses with Retry ([`token`]), sends stateless resets, and
 //! accepts connections with the generation's [`tls`] settings. Each connection is a task
-//! ([`conn`]) whose HTTP/3 requests ([`streams`], bodies in [`body`]) go to the same proxy layer
-//! as HTTP/1.1 and HTTP/2 (`request::service::handle`). TCP responses advertise it with
-//! `Alt-Svc` ([`alt_svc`]). Counted in [`metrics`] (protocol="h3"); failures in [`error`].
+//! ([`conn`], its packets out in GSO batches: [`send`]) whose HTTP/3 requests ([`streams`],
+//! bodies in [`body`]) go to the same proxy layer as HTTP/1.1 and HTTP/2
+//! (`request::service::handle`). TCP responses advertise it with `Alt-Svc` ([`alt_svc`]). Counted in [`metrics`] (protocol="h3"); failures in [`error`].
 
 pub mod alt_svc;
 pub mod body;
@@ -16,10 +17,12 @@ pub mod conn;
 pub mod endpoint;
 pub mod error;
 pub mod metrics;
+pub mod send;
 pub mod socket;
 pub mod streams;
 pub mod tls;
 pub mod token;
+pub mod udp;
 
 use crate::gateway::Gateway;
 use endpoint::{Endpoint, Forwarded};
@@ -77,6 +80,12 @@ pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicErro
     };
     for addr in addresses {
         let sockets = socket::bind_workers(addr, workers)?;
+        if workers > 1 {
+            if let Err(e) = udp::steer_by_connection_id(&sockets[0], cid::CID_LEN as u8) {
+                // Without it, a packet that reaches another worker is forwarded to its owner.
+                tracing::warn!(%addr, error = %e, "cannot attach the QUIC steering program; forwarding between workers instead");
+            }
+        }
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
         let peers = Arc::new(txs);
         for ((w, socket), forwarded) in out.iter_mut().zip(sockets).zip(rxs) {
@@ -95,7 +104,7 @@ impl QuicWorker {
     /// Starts this worker's endpoints (call inside the worker's runtime).
     pub fn spawn(self, gateway: Arc<Gateway>) {
         for e in self.endpoints {
-            let socket = match tokio::net::UdpSocket::from_std(e.socket) {
+            let socket = match udp::QuicSocket::new(e.socket) {
                 Ok(s) => Arc::new(s),
                 Err(err) => {
                     tracing::error!(error = %err, "cannot register a QUIC socket");
