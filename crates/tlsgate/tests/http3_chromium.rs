@@ -24,9 +24,10 @@
 //!   only): every QUIC attempt failed on `[::1]` with ERR_CONNECTION_REFUSED.
 //! - `--origin-to-force-quic-on=localhost:PORT`: QUIC only for that origin, no Alt-Svc needed.
 //!   Its host also joins the hosts whose QUIC certificates may chain to a root that is not
-//!   built into Chromium: for QUIC, Chromium refuses any other (ERR_QUIC_CERT_ROOT_NOT_KNOWN,
-//!   "certificate unknown"), even one accepted through the SPKI list or trusted in the
-//!   profile's NSS database, both of which TCP honours. The Alt-Svc test therefore forces QUIC
+//!   built into Chromium: for QUIC, Chromium refuses any other (`ProofVerifierChromium`:
+//!   ERR_QUIC_CERT_ROOT_NOT_KNOWN; its net log shows TLS alert 46 "certificate unknown"), even
+//!   one accepted through the SPKI list or whose CA is trusted in the user's NSS database
+//!   (`$HOME/.pki/nssdb`, tried by hand), both of which TCP honours. The Alt-Svc test therefore forces QUIC
 //!   on `localhost:<a port nothing listens on>`: the gateway's own origin is not forced, and
 //!   its QUIC certificate is acceptable. Without that, Chromium's Alt-Svc job fails and marks
 //!   the alternative broken, and every load stays on `h2`.
