@@ -65,6 +65,13 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 impl Browser {
     /// Starts Chromium (1280×900) and connects to its page.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Browser::start`] with more command-line flags (e.g. `--origin-to-force-quic-on=...`),
+    /// placed before the first URL. Each browser has its own temporary profile
+    /// (`--user-data-dir`), so several can run at once.
+    pub fn start_with(flags: &[String]) -> Self {
         let port = tlsgate_testkit::free_port();
         let profile = tempfile::tempdir().expect("temp dir");
         let mut child = Command::new("chromium")
@@ -77,8 +84,9 @@ impl Browser {
                 "--window-size=1280,900",
                 &format!("--remote-debugging-port={port}"),
                 &format!("--user-data-dir={}", profile.path().display()),
-                "about:blank",
             ])
+            .args(flags)
+            .arg("about:blank")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -214,8 +222,15 @@ impl Browser {
 
     /// Navigates and waits for the load event.
     pub fn navigate(&mut self, url: &str) {
-        self.call("Page.navigate", json!({"url": url}));
+        self.navigate_result(url);
+    }
+
+    /// Navigates and waits for the load event; `Page.navigate`'s result, whose `errorText` says
+    /// why a navigation failed (`net::ERR_...`; the error page is what loaded then).
+    pub fn navigate_result(&mut self, url: &str) -> Value {
+        let r = self.call("Page.navigate", json!({"url": url}));
         self.wait_js("document.readyState === 'complete'", "page load");
+        r
     }
 
     /// Evaluates `expr` in the page; its value (`{"error": ...}` when the page threw or was

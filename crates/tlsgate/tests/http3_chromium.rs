@@ -1,0 +1,319 @@
+//! HTTP/3 end to end with headless Chromium (Debian's `chromium`): a browser's own QUIC and
+//! HTTP/3 stack, which tlsgate did not write, driven over the DevTools protocol
+//! (`tests/console_cdp/`). Chromium reports the protocol of each load itself
+//! (`PerformanceResourceTiming.nextHopProtocol`), and the gateway's own metrics must agree.
+//!
+//! - Forced QUIC (`--origin-to-force-quic-on`): a page from an origin behind the gateway, a
+//!   5 MB download (every byte checked) and a 3 MB upload go over `h3`, nothing over TCP.
+//! - Alt-Svc discovery: Chromium is not told to use QUIC for the gateway; its first load is
+//!   `h2`, the gateway's `Alt-Svc` header moves a later load to `h3`. Without `alt_svc` the same
+//!   browser stays on `h2`; without the allowance for the test root (below) Chromium tries the
+//!   alternative, refuses its certificate, and stays on `h2` (the gateway counts the failed
+//!   QUIC handshake).
+//! - Negative control: forced onto QUIC against a gateway without `[http3]` (no UDP socket),
+//!   Chromium gets no page (`net::ERR_QUIC_HANDSHAKE_FAILED`, no fallback to TCP) and reports
+//!   no `h3`, so the checks above can fail.
+//!
+//! The Chromium flags and why each is needed (found by trying without it):
+//! - `--ignore-certificate-errors-spki-list=HASHES`: the fixture's leaves are issued by a test
+//!   CA; Chromium accepts a certificate whose SubjectPublicKeyInfo SHA-256 (base64) is listed,
+//!   over TCP and QUIC alike (only with `--user-data-dir`, which every Browser has). Without it
+//!   forced QUIC fails with `net::ERR_QUIC_PROTOCOL_ERROR` (certificate unknown).
+//! - `--host-resolver-rules=MAP localhost 127.0.0.1`: Chromium resolves `localhost` to `::1`
+//!   first; TCP falls back to 127.0.0.1 but QUIC does not (the gateway listens on 127.0.0.1
+//!   only): every QUIC attempt failed on `[::1]` with ERR_CONNECTION_REFUSED.
+//! - `--origin-to-force-quic-on=localhost:PORT`: QUIC only for that origin, no Alt-Svc needed.
+//!   Its host also joins the hosts whose QUIC certificates may chain to a root that is not
+//!   built into Chromium: for QUIC, Chromium refuses any other (`ProofVerifierChromium`:
+//!   ERR_QUIC_CERT_ROOT_NOT_KNOWN; its net log shows TLS alert 46 "certificate unknown"), even
+//!   one accepted through the SPKI list or whose CA is trusted in the user's NSS database
+//!   (`$HOME/.pki/nssdb`, tried by hand), both of which TCP honours. The Alt-Svc test therefore forces QUIC
+//!   on `localhost:<a port nothing listens on>`: the gateway's own origin is not forced, and
+//!   its QUIC certificate is acceptable. Without that, Chromium's Alt-Svc job fails and marks
+//!   the alternative broken, and every load stays on `h2`.
+//! - `--enable-quic` is Chromium's default (said anyway); `--disable-background-networking`
+//!   keeps Chromium's own update and account requests out of the net log.
+//!
+//! Each browser writes a net log (`--log-net-log`); a failure shows Chromium's own reasons
+//! for closing its QUIC sessions from it.
+
+mod common;
+mod console_cdp;
+
+use console_cdp::Browser;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tlsgate_testkit::{free_port, require, Origin};
+
+/// `--ignore-certificate-errors-spki-list=...`: base64 SHA-256 of the SubjectPublicKeyInfo of
+/// the fixture's two leaves (ECDSA and RSA; Chromium gets the ECDSA one).
+fn spki_flag(pki: &tlsgate_testkit::TestPki) -> String {
+    let hashes: Vec<String> = ["ecdsa.pem", "rsa.pem"]
+        .iter()
+        .map(|name| {
+            let pem = std::fs::read(pki.path(name)).expect("leaf certificate");
+            let cert = boring::x509::X509::from_pem(&pem).expect("PEM certificate");
+            let spki = cert.public_key().unwrap().public_key_to_der().unwrap();
+            boring::base64::encode_block(&boring::sha::sha256(&spki))
+        })
+        .collect();
+    format!("--ignore-certificate-errors-spki-list={}", hashes.join(","))
+}
+
+/// `--origin-to-force-quic-on=localhost:PORT`.
+fn force_quic(port: u16) -> String {
+    format!("--origin-to-force-quic-on=localhost:{port}")
+}
+
+/// A headless Chromium that accepts `f`'s certificate, and its net log.
+struct Chromium {
+    b: Browser,
+    netlog: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Chromium {
+    fn start(f: &common::Fixture, extra: &[String]) -> Self {
+        require("chromium");
+        let dir = tempfile::tempdir().unwrap();
+        let netlog = dir.path().join("netlog.json");
+        let mut flags = vec![
+            spki_flag(&f.pki),
+            "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+            "--enable-quic".to_string(),
+            "--disable-background-networking".to_string(),
+            format!("--log-net-log={}", netlog.display()),
+        ];
+        flags.extend_from_slice(extra);
+        Self {
+            b: Browser::start_with(&flags),
+            netlog,
+            _dir: dir,
+        }
+    }
+
+    /// Navigates to `url`; `Page.navigate`'s `errorText` (None when the page loaded).
+    fn navigate(&mut self, url: &str) -> Option<String> {
+        let r = self.b.navigate_result(url);
+        r.get("errorText").and_then(Value::as_str).map(str::to_string)
+    }
+
+    /// The protocol Chromium used for the current page's main document.
+    fn navigation_protocol(&mut self) -> String {
+        let p = self
+            .b
+            .eval("performance.getEntriesByType('navigation')[0].nextHopProtocol");
+        p.as_str().unwrap_or("?").to_string()
+    }
+
+    /// Chromium's reasons for closing QUIC sessions so far (from its net log).
+    fn quic_closes(&self) -> Vec<String> {
+        quic_closes(&self.netlog)
+    }
+}
+
+/// The `details` of every QUIC_SESSION_CLOSED event in a Chromium net log (one event a line;
+/// the file lacks its closing brackets while Chromium runs).
+fn quic_closes(netlog: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(netlog).unwrap_or_default();
+    let Some(constants) = text
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<Value>(&format!("{}}}", l.trim_end().trim_end_matches(','))).ok())
+    else {
+        return Vec::new();
+    };
+    let closed = &constants["constants"]["logEventTypes"]["QUIC_SESSION_CLOSED"];
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("{\"params\"")) {
+        let Ok(event) = serde_json::from_str::<Value>(line.trim_end().trim_end_matches(',')) else {
+            continue;
+        };
+        if &event["type"] == closed {
+            let details = event["params"]["details"].as_str().unwrap_or("?").to_string();
+            if !out.contains(&details) {
+                out.push(details);
+            }
+        }
+    }
+    out
+}
+
+/// `[http3]` on, with `extra` lines.
+fn http3(extra: &str) -> String {
+    format!("[http3]\nenabled = true\n{extra}\n")
+}
+
+/// Routes everything but `/hello` to `origin`.
+fn to_origin(origin: &Origin) -> String {
+    format!(
+        "{}{}",
+        common::upstream_route(None, "/", "o"),
+        common::upstream("o", &[origin.addr()], "")
+    )
+}
+
+fn requests(f: &common::Fixture, protocol: &str) -> f64 {
+    f.gw.metric("tlsgate_requests_total", &[&format!("protocol=\"{protocol}\"")])
+}
+
+#[test]
+fn chromium_forced_onto_quic_loads_a_page_and_large_bodies_over_h3() {
+    let origin = Origin::start("o1");
+    let f = common::start(&http3(""), &to_origin(&origin));
+    let mut c = Chromium::start(&f, &[force_quic(f.https)]);
+
+    let error = c.navigate(&f.url("/page?x=1"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    let text = c.b.eval("document.body.innerText");
+    assert!(
+        text.as_str()
+            .is_some_and(|t| t.contains("origin=o1") && t.contains("path=/page?x=1")),
+        "the origin's echo: {text}"
+    );
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+
+    // 5 MB down (many times the stream and connection windows), every byte checked, with the
+    // resource's own protocol; then 3 MB up.
+    let down = c.b.eval(
+        "(async () => {
+            const r = await fetch('/bytes?n=5000000', {cache: 'no-store'});
+            const body = new Uint8Array(await r.arrayBuffer());
+            const e = performance.getEntriesByName(r.url).pop();
+            return {status: r.status, length: body.length, all_x: body.every(c => c === 120),
+                    protocol: e ? e.nextHopProtocol : null};
+        })()",
+    );
+    assert_eq!(down["status"], 200, "{down}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(down["length"], 5_000_000, "{down}");
+    assert_eq!(down["all_x"], true, "{down}");
+    assert_eq!(down["protocol"], "h3", "{down}");
+    let up = c.b.eval(
+        "(async () => {
+            const r = await fetch('/upload', {method: 'POST', body: new Uint8Array(3000000).fill(121)});
+            return {status: r.status, text: await r.text()};
+        })()",
+    );
+    assert_eq!(up["status"], 200, "{up}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(up["text"], "received=3000000\n", "{up}");
+
+    // The gateway saw the same: HTTP/3 requests after a QUIC handshake, nothing over TCP.
+    assert!(requests(&f, "h3") >= 3.0, "{}", f.gw.metrics());
+    assert!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &["protocol=\"h3\""]) >= 1.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
+    assert!(origin.count() >= 3, "{}", origin.count());
+}
+
+/// Loads `path` (a new query each time, 300 ms apart) until Chromium reports `h3`, or `within`
+/// has passed and at least 4 loads were made; the protocols it reported, in order.
+fn load_until_h3(c: &mut Chromium, f: &common::Fixture, path: &str, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    for i in 0.. {
+        let error = c.navigate(&f.url(&format!("{path}?load={i}")));
+        assert_eq!(error, None, "load {i}\n{}", f.gw.log());
+        seen.push(c.navigation_protocol());
+        if seen[i] == "h3" || (Instant::now() > deadline && i >= 3) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    seen
+}
+
+/// `--origin-to-force-quic-on` for `localhost` on a port nothing listens on: the gateway's
+/// origin is not forced onto QUIC, but `localhost` may present a test CA's certificate over
+/// QUIC (see the header).
+fn allow_test_root_for_localhost() -> String {
+    force_quic(free_port())
+}
+
+#[test]
+fn chromium_discovers_http3_through_alt_svc() {
+    let f = common::start(&http3("alt_svc = true"), "");
+    let mut c = Chromium::start(&f, &[allow_test_root_for_localhost()]);
+    let seen = load_until_h3(&mut c, &f, "/hello", Duration::from_secs(15));
+    assert_eq!(seen[0], "h2", "the first load knows nothing of HTTP/3: {seen:?}");
+    assert_eq!(
+        seen.last().unwrap(),
+        "h3",
+        "Alt-Svc moved a later load to HTTP/3: {seen:?}\n{:?}",
+        c.quic_closes()
+    );
+    assert_eq!(c.b.eval("document.body.innerText"), "Hello, world!");
+    assert!(requests(&f, "h2") >= 1.0, "{}", f.gw.metrics());
+    assert!(requests(&f, "h3") >= 1.0, "{}", f.gw.metrics());
+    assert!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &["protocol=\"h3\""]) >= 1.0,
+        "{}",
+        f.gw.metrics()
+    );
+}
+
+#[test]
+fn chromium_refuses_quic_to_a_test_root_that_it_accepts_over_tcp() {
+    // The same as above without the allowance for `localhost`: the certificate the SPKI list
+    // accepts over TCP is refused over QUIC (the root is not built into Chromium). Pins the
+    // reason for that flag: a Chromium that changes this rule fails here.
+    let f = common::start(&http3("alt_svc = true"), "");
+    let mut c = Chromium::start(&f, &[]);
+    let seen = load_until_h3(&mut c, &f, "/hello", Duration::from_secs(3));
+    assert!(seen.len() >= 4 && seen.iter().all(|p| p == "h2"), "{seen:?}");
+    // Chromium tried the advertised alternative and closed it with "certificate unknown"
+    // (alert 46), which the gateway counts as a failed QUIC handshake.
+    let mut closes = Vec::new();
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            closes = c.quic_closes();
+            closes.iter().any(|d| d.contains("46: certificate unknown"))
+        }),
+        "{closes:?}"
+    );
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            f.gw.metric("tlsgate_quic_handshake_failures_total", &["what=\"tls\""]) >= 1.0
+        }),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(f.gw.metric("tlsgate_quic_handshakes_total", &[]), 0.0);
+    assert_eq!(requests(&f, "h3"), 0.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn without_alt_svc_chromium_stays_on_tcp() {
+    // HTTP/3 served but not advertised: the same browser never tries it.
+    let f = common::start(&http3(""), "");
+    let mut c = Chromium::start(&f, &[allow_test_root_for_localhost()]);
+    let seen = load_until_h3(&mut c, &f, "/hello", Duration::from_secs(3));
+    assert!(seen.len() >= 4 && seen.iter().all(|p| p == "h2"), "{seen:?}");
+    assert_eq!(requests(&f, "h3"), 0.0, "{}", f.gw.metrics());
+    assert_eq!(f.gw.metric("tlsgate_quic_handshakes_total", &[]), 0.0);
+}
+
+#[test]
+fn chromium_forced_onto_quic_gets_nothing_from_a_gateway_without_http3() {
+    let f = common::start("", "");
+    let mut c = Chromium::start(&f, &[force_quic(f.https)]);
+    let error = c.navigate(&f.url("/hello"));
+    assert_eq!(error.as_deref(), Some("net::ERR_QUIC_HANDSHAKE_FAILED"));
+    assert_ne!(c.navigation_protocol(), "h3");
+    assert_ne!(c.b.eval("document.body.innerText"), "Hello, world!");
+    // Chromium's own reason: its Initial was refused (ICMP port unreachable on loopback:
+    // ERR_CONNECTION_REFUSED, -102), because nothing listens on the UDP port.
+    let mut closes = Vec::new();
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            closes = c.quic_closes();
+            closes.iter().any(|d| d.contains("error: -102"))
+        }),
+        "{closes:?}"
+    );
+    // Forced QUIC does not fall back to TCP: the gateway served nothing.
+    assert_eq!(f.gw.metric("tlsgate_requests_total", &[]), 0.0, "{}", f.gw.metrics());
+}
