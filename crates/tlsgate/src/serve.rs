@@ -209,17 +209,22 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         }
     }
     listener::warn_if_tfo_disabled(&config.listeners);
-    // HTTP/3: one UDP socket per worker and QUIC address (docs/HTTP3.md).
-    // A successor of a binary upgrade does not take the UDP sockets over (not yet): the old
-    // process keeps them until it exits, and the successor serves TCP only.
-    let mut quic = match tlsgate_proxy::downstream::quic::bind(&config, workers) {
-        Ok(q) => q.into_iter(),
+    // HTTP/3: one UDP socket per worker and QUIC address (docs/HTTP3.md). A successor of a
+    // binary upgrade takes the old process's sockets over with their links to it; where it
+    // cannot (another worker count), the old process keeps the address and this one serves TCP.
+    let mut adopted = inherited.as_mut().map(|i| i.take_quic()).unwrap_or_default();
+    let (mut quic, quic_handed) = match tlsgate_proxy::downstream::quic::bind(&config, workers, &mut adopted) {
+        Ok(b) => (b.workers.into_iter(), b.handed),
         Err(e) if inherited.is_some() => {
             tracing::warn!("HTTP/3 not served by this process after the upgrade: {e}");
-            Vec::new().into_iter()
+            (Vec::new().into_iter(), Vec::new())
         }
         Err(e) => return Err(e.into()),
     };
+    for a in &adopted {
+        tracing::info!(addr = %a.addr, "upgrade: the old process's QUIC socket on {} is not in this configuration; closed", a.addr);
+    }
+    drop(adopted);
     let admin = match config.admin.listen {
         Some(addr) => {
             let l = match inherited.as_mut().and_then(|i| i.take_admin(addr)) {
@@ -253,6 +258,7 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         if let Some((l, _)) = &admin {
             handed.push((SocketKind::Admin, OwnedFd::from(l.try_clone()?)));
         }
+        handed.extend(quic_handed);
     }
     let upgrades = Upgrades::new(&gateway, &config, handed, upgrade_listener, stale_upgrade_socket)?;
 

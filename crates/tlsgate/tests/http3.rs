@@ -5,58 +5,16 @@
 //! (GSO/GRO batching, steering by connection ID across NAT rebindings).
 
 mod common;
+mod h3_env;
 mod keyless_env;
 mod udp_relay;
 
+use h3_env::{client, h3client};
 use serde_json::Value;
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
-use tlsgate_testkit::{free_port, require, Origin};
-
-/// The quic-go client, built once per test binary into a temporary directory.
-fn h3client() -> &'static Path {
-    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &BUILT
-        .get_or_init(|| {
-            require("go");
-            let dir = tempfile::tempdir().unwrap();
-            let bin = dir.path().join("h3client");
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h3client");
-            let out = std::process::Command::new("go")
-                .args(["build", "-o"])
-                .arg(&bin)
-                .arg(".")
-                .current_dir(&src)
-                .output()
-                .expect("go build");
-            assert!(
-                out.status.success(),
-                "go build: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (dir, bin)
-        })
-        .1
-}
-
-/// Runs the client with `args`; its JSON lines.
-fn client(ca: &Path, args: &[&str]) -> Vec<Value> {
-    let mut all = vec!["-ca", ca.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let out = tlsgate_testkit::run(
-        h3client().to_str().unwrap(),
-        &all,
-        b"",
-        Duration::ZERO,
-        Duration::from_secs(30),
-    );
-    out.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", out.all())))
-        .collect()
-}
+use tlsgate_testkit::{free_port, Origin};
 
 /// An `[http3]` section with HTTP/3 on and `extra` lines.
 fn http3(extra: &str) -> String {

@@ -9,15 +9,19 @@
 //!   running gateway keeps serving and logs the failure;
 //! - a second successor while one is taking over is refused, and can upgrade once it is over;
 //! - SIGUSR2 starts the successor itself, which becomes systemd's main process (`MAINPID=`,
-//!   then a barrier) while the old one says nothing more to systemd.
+//!   then a barrier) while the old one says nothing more to systemd;
+//! - HTTP/3: the successor takes the QUIC sockets over; a response streaming over QUIC across
+//!   the upgrade finishes (the client's datagrams the successor reads reach the old process over
+//!   their link), and new QUIC connections reach the successor.
 
 mod common;
+mod h3_env;
 
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tlsgate_testkit::{free_port, require, toml_path, TestPki};
+use tlsgate_testkit::{free_port, require, toml_path, Origin, TestPki};
 
 /// How long a process may take to start, take over, or drain and exit.
 const WAIT: Duration = Duration::from_secs(20);
@@ -57,6 +61,39 @@ impl Setup {
                 toml_path(&self.socket)
             ),
         )
+    }
+
+    /// [`Self::config`] with HTTP/3 on and everything but `/hello` routed to `origin`.
+    fn h3_config(&self, workers: usize, origin: &Origin) -> String {
+        let certs = common::existing_site_certs(&self.pki);
+        let routes = format!(
+            "{}{}",
+            common::upstream_route(None, "/", "o"),
+            common::upstream("o", &[origin.addr()], "")
+        );
+        // A cluster secret gives both processes the same stateless-reset key: a reset from the
+        // successor for the old process's connection would end it at the client at once.
+        let secret = self.dir.path().join("cluster.key");
+        tlsgate_testkit::write_private(&secret, &format!("{}\n", "5a".repeat(32)));
+        let top = format!(
+            "[http3]\nenabled = true\n[cluster]\nsecret_files = [{}]\nstore = \"local\"\n",
+            toml_path(&secret)
+        );
+        common::config_with_certs(&certs, self.https, self.admin, &top, &routes).replace(
+            "[server]\nworkers = 2\n",
+            &format!(
+                "[server]\nworkers = {workers}\nupgrade_socket = {}\n",
+                toml_path(&self.socket)
+            ),
+        )
+    }
+
+    /// The sum of the samples of `name` with `labels` at whichever process answers the admin
+    /// address.
+    fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
+        let out = tlsgate_testkit::run("curl", &["-sS", "--max-time", "10", &url], b"", Duration::ZERO, WAIT);
+        tlsgate_testkit::process::metric_sum(&out.stdout, name, labels)
     }
 
     /// Writes `text` to a new file; returns its path.
@@ -453,4 +490,54 @@ fn sigusr2_starts_a_successor_that_becomes_systemds_main_process() {
         "process {new_pid} did not exit"
     );
     assert!(!s.socket.exists(), "a plain stop removes the upgrade socket");
+}
+
+/// HTTP/3 across an upgrade: the successor takes the QUIC sockets (the same sockets: both
+/// processes read them until the old one has drained), a response streaming to a quic-go client
+/// over the old process's connection finishes though the successor reads some of the client's
+/// datagrams (they go over the link; without it the successor answers them with stateless
+/// resets, which the client recognises — both processes derive the reset key from the cluster
+/// secret — and the connection ends), and new connections are the successor's.
+#[test]
+fn http3_responses_in_flight_finish_across_an_upgrade_and_new_connections_reach_the_successor() {
+    let origin = Origin::start("o1");
+    let setup = Setup::new();
+    let mut old = setup.serve("first", &setup.h3_config(2, &origin), false, None);
+    assert!(
+        common::wait_until(WAIT, || setup.get().is_some_and(|(s, _)| s == 200)),
+        "the gateway did not start:\n{}",
+        old.log()
+    );
+    let ca = setup.pki.ca_file();
+    let url = |p: &str| format!("https://localhost:{}{p}", setup.https);
+    h3_env::h3client();
+    // 40 chunks 100 ms apart: the client acknowledges them all through the upgrade.
+    let streaming = url("/stream?chunks=40&ms=100");
+    let new = std::thread::scope(|s| {
+        let inflight = s.spawn(|| h3_env::client(&ca, &["-url", &streaming]));
+        std::thread::sleep(Duration::from_millis(800));
+        let new = setup.upgrade("second", &setup.h3_config(2, &origin), &mut old);
+        let got = inflight.join().unwrap();
+        assert_eq!(got.len(), 1, "{got:?}\nnew:\n{}", new.log());
+        assert_eq!(got[0]["status"], 200, "{got:?}\nnew:\n{}", new.log());
+        assert!(got[0]["elapsed_ms"].as_u64().unwrap() >= 3_500, "{got:?}");
+        assert!(got[0]["error"].is_null(), "{got:?}\nnew:\n{}", new.log());
+        new
+    });
+    assert!(
+        setup.metric("tlsgate_quic_datagrams_total", &["what=\"to_predecessor\""]) > 0.0,
+        "the successor passed none of the old connection's datagrams to it\n{}",
+        new.log()
+    );
+    assert_eq!(
+        setup.metric("tlsgate_quic_datagrams_total", &["what=\"stateless_reset\""]),
+        0.0,
+        "{}",
+        new.log()
+    );
+    // The old process is gone: new connections, and their requests, are the successor's.
+    let after = h3_env::client(&ca, &["-url", &url("/echo?x=1"), "-n", "2"]);
+    assert!(after.iter().all(|r| r["status"] == 200), "{after:?}\n{}", new.log());
+    assert!(setup.metric("tlsgate_quic_handshakes_total", &["protocol=\"h3\""]) >= 1.0);
+    assert!(setup.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 2.0);
 }

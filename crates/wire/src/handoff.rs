@@ -23,7 +23,7 @@
 //! not speak (`Refused`), so the format can change without mixed versions misreading each other.
 
 /// The protocol version this codec speaks.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes before a frame's body: the length (4) and the type (1).
 pub const HEADER_LEN: usize = 5;
 /// Largest body of one frame.
@@ -48,6 +48,13 @@ pub enum SocketKind {
     Admin,
     /// The upgrade Unix socket itself (`[server] upgrade_socket`).
     Upgrade,
+    /// A QUIC UDP socket (one per worker and QUIC address, in the SO_REUSEPORT group's order;
+    /// matched by its bound address). Since version 2.
+    Quic,
+    /// The Unix datagram socket linking the QUIC socket announced just before it to the running
+    /// gateway's endpoint, for the datagrams of connections the other process owns. Since
+    /// version 2.
+    QuicLink,
 }
 
 impl SocketKind {
@@ -56,6 +63,8 @@ impl SocketKind {
             Self::Listener => 1,
             Self::Admin => 2,
             Self::Upgrade => 3,
+            Self::Quic => 4,
+            Self::QuicLink => 5,
         }
     }
 
@@ -64,6 +73,8 @@ impl SocketKind {
             1 => Ok(Self::Listener),
             2 => Ok(Self::Admin),
             3 => Ok(Self::Upgrade),
+            4 => Ok(Self::Quic),
+            5 => Ok(Self::QuicLink),
             other => Err(HandoffError::BadSocketKind(other)),
         }
     }

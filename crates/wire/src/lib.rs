@@ -9,6 +9,7 @@
 //! - [`path`]: request-path normalisation before routing (percent-escapes, slashes, dot segments).
 //! - [`percent`]: the one percent-decoder (`%XX`, and `+` in form values).
 //! - [`proxy_protocol`]: the PROXY protocol header (v1 text, v2 binary) a load balancer sends first.
+//! - [`quic_link`]: a datagram passed between the two processes of a binary upgrade.
 //! - [`resumption`]: what a ClientHello offers to resume with (PSK, ticket, session ID).
 //! - [`request_keys`]: what a rate limit reads from headers (the client behind trusted proxies, a cookie).
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod ja4;
 pub mod path;
 pub mod percent;
 pub mod proxy_protocol;
+pub mod quic_link;
 pub mod quic_token;
 pub mod request_keys;
 pub mod resumption;

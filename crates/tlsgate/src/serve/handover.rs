@@ -194,7 +194,10 @@ impl Handover {
             Ok(true) => {
                 let _ = self.events.send(Event::HandedOver { pid });
             }
-            Ok(false) | Err(_) => *lock(&self.busy) = None,
+            Ok(false) | Err(_) => {
+                tlsgate_proxy::downstream::quic::link::successor_attached(false);
+                *lock(&self.busy) = None;
+            }
         }
     }
 
@@ -229,6 +232,9 @@ impl Handover {
             other => Err(UpgradeError::unexpected("send_state", &other)),
         })?;
         self.send_state(channel)?;
+        // The successor reads the QUIC sockets from now on: datagrams of its connections that
+        // this process reads go over the links to it (cleared again if it fails).
+        tlsgate_proxy::downstream::quic::link::successor_attached(true);
         channel.recv_with(|m| match m {
             Message::Ready { .. } => Ok(()),
             Message::Failed { reason } => Err(failed(reason)),

@@ -8,7 +8,7 @@ use super::channel::{Channel, UpgradeError};
 use super::handover::{truncate, HELLO_TIMEOUT, UPGRADE_TIMEOUT};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tlsgate_proxy::Gateway;
@@ -30,6 +30,8 @@ pub struct Inherited {
     listeners: Vec<(SocketAddr, std::net::TcpListener)>,
     admin: Option<(SocketAddr, std::net::TcpListener)>,
     upgrade: Option<(Option<PathBuf>, UnixListener)>,
+    /// QUIC sockets in their groups' order, each waiting for (then with) its link.
+    quic: Vec<(SocketAddr, std::net::UdpSocket, Option<UnixDatagram>)>,
 }
 
 /// How the takeover ended once this process was accepting.
@@ -118,6 +120,7 @@ impl Takeover {
         tracing::info!(
             old = self.old_pid,
             listener_sockets = inherited.listeners.len(),
+            quic_sockets = inherited.quic.len(),
             ticket_keys = keys,
             ticket_keys_installed = keys_installed,
             sessions,
@@ -161,6 +164,9 @@ impl Takeover {
 impl Inherited {
     /// Takes in one received descriptor, checked to be the kind of socket announced.
     fn add(&mut self, kind: SocketKind, fd: OwnedFd) -> Result<(), UpgradeError> {
+        if matches!(kind, SocketKind::Quic | SocketKind::QuicLink) {
+            return self.add_quic(kind, fd);
+        }
         let family = rustix::net::sockopt::socket_domain(&fd).map_err(|e| bad(kind, e.into()))?;
         let listening = rustix::net::sockopt::socket_acceptconn(&fd).map_err(|e| bad(kind, e.into()))?;
         let stream =
@@ -188,8 +194,48 @@ impl Inherited {
                 let path = l.local_addr().ok().and_then(|a| a.as_pathname().map(Path::to_path_buf));
                 self.upgrade = Some((path, l));
             }
+            SocketKind::Quic | SocketKind::QuicLink => unreachable!("handled by add_quic"),
         }
         Ok(())
+    }
+
+    /// A QUIC socket (a bound UDP socket), or the link of the one received just before it (a
+    /// Unix datagram socket).
+    fn add_quic(&mut self, kind: SocketKind, fd: OwnedFd) -> Result<(), UpgradeError> {
+        let family = rustix::net::sockopt::socket_domain(&fd).map_err(|e| bad(kind, e.into()))?;
+        let dgram =
+            rustix::net::sockopt::socket_type(&fd).map_err(|e| bad(kind, e.into()))? == rustix::net::SocketType::DGRAM;
+        let inet = family == rustix::net::AddressFamily::INET || family == rustix::net::AddressFamily::INET6;
+        match kind {
+            SocketKind::Quic if dgram && inet => {
+                let s = std::net::UdpSocket::from(fd);
+                let addr = s.local_addr().map_err(|e| bad(kind, e))?;
+                self.quic.push((addr, s, None));
+                Ok(())
+            }
+            SocketKind::QuicLink if dgram && family == rustix::net::AddressFamily::UNIX => match self.quic.last_mut() {
+                Some((_, _, link @ None)) => {
+                    *link = Some(UnixDatagram::from(fd));
+                    Ok(())
+                }
+                _ => Err(UpgradeError::BadSocket("a QUIC link without its QUIC socket".into())),
+            },
+            _ => Err(UpgradeError::BadSocket(format!(
+                "a {kind:?} socket that is not a {} datagram socket",
+                if kind == SocketKind::Quic { "UDP" } else { "Unix" }
+            ))),
+        }
+    }
+
+    /// The QUIC sockets received, each with its link, in their groups' order.
+    pub fn take_quic(&mut self) -> Vec<tlsgate_proxy::downstream::quic::Adopted> {
+        std::mem::take(&mut self.quic)
+            .into_iter()
+            .filter_map(|(addr, socket, link)| {
+                let link = link?;
+                Some(tlsgate_proxy::downstream::quic::Adopted { addr, socket, link })
+            })
+            .collect()
     }
 
     /// The sockets of the listener on `addr` (one per worker the old process had).

@@ -7,6 +7,9 @@
 //! - a packet carrying another worker's connection ID is forwarded to that worker (`forwarded`):
 //!   only where the kernel's steering program (`udp`) could not be attached, since with it the
 //!   kernel delivers every packet to the socket its ID names;
+//! - during a binary upgrade, a packet of a connection this process does not know goes over the
+//!   link to the other process (`link`), which may own it; a draining old process passes new
+//!   clients' Initials to its successor instead of shedding them;
 //! - a short-header packet for no connection gets a stateless reset (rate-limited), so a client
 //!   of a restarted or lost connection stops at once instead of timing out;
 //! - an Initial of an unsupported version gets Version Negotiation; one under 1200 bytes is
@@ -18,6 +21,7 @@
 
 use super::cid::{self, Secret, CID_LEN};
 use super::conn::{self, Accepted, Datagram};
+use super::link::{Link, Peer};
 use super::metrics as m;
 use super::tls::QuicTls;
 use super::token;
@@ -43,6 +47,16 @@ pub struct Forwarded {
     pub data: Vec<u8>,
     /// Who sent it.
     pub from: SocketAddr,
+    /// It came over the link from the other process of a binary upgrade.
+    pub from_process: bool,
+}
+
+/// How a datagram reached this endpoint: read from the socket, or passed on by another worker
+/// of this process or by the other process of an upgrade (never passed back).
+#[derive(Debug, Clone, Copy, Default)]
+struct Via {
+    worker: bool,
+    process: bool,
 }
 
 /// One worker's endpoint on one address.
@@ -57,6 +71,10 @@ pub struct Endpoint {
     pub secret: Secret,
     /// Each worker's forwarding queue for this address.
     pub peers: Arc<Vec<mpsc::Sender<Forwarded>>>,
+    /// The link a successor takes over with the socket (binary upgrade).
+    pub to_successor: Arc<Link>,
+    /// The link to the process this one took the socket over from.
+    pub to_predecessor: Option<Arc<Link>>,
 }
 
 /// The endpoint's running state.
@@ -73,6 +91,8 @@ struct State {
     out: Vec<u8>,
     /// Datagrams and receive calls not yet added to the metrics.
     received: (u64, u64),
+    /// A frame for the link.
+    frame: Vec<u8>,
 }
 
 impl Endpoint {
@@ -101,7 +121,10 @@ impl Endpoint {
             resets: (Instant::now(), 0),
             out: vec![0u8; 1500],
             received: (0, 0),
+            frame: Vec::new(),
         };
+        let (successor, predecessor) = (s.ep.to_successor.clone(), s.ep.to_predecessor.clone());
+        let (mut from_successor, mut from_predecessor) = (Vec::new(), Vec::new());
         // One GRO train at most: 64 KiB.
         let mut buf = vec![0u8; 65_536];
         let mut cmsg = nix::cmsg_space!(i32);
@@ -112,7 +135,7 @@ impl Endpoint {
                         s.received.1 += 1;
                         for datagram in buf[..got.len].chunks(got.segment) {
                             s.received.0 += 1;
-                            s.on_datagram(datagram.to_vec(), got.from, false);
+                            s.on_datagram(datagram.to_vec(), got.from, Via::default());
                         }
                         if s.received.1 >= 64 {
                             s.count_received();
@@ -120,7 +143,16 @@ impl Endpoint {
                     }
                     Err(e) => tracing::debug!(error = %e, "QUIC receive failed"),
                 },
-                Some(f) = forwarded.recv() => s.on_datagram(f.data, f.from, true),
+                Some(f) = forwarded.recv() => s.on_datagram(f.data, f.from, Via { worker: true, process: f.from_process }),
+                (from, n) = successor.recv(&mut from_successor) => {
+                    s.on_datagram(from_successor[..n].to_vec(), from, Via { worker: false, process: true });
+                }
+                (from, n) = async {
+                    match &predecessor {
+                        Some(link) => link.recv(&mut from_predecessor).await,
+                        None => std::future::pending().await,
+                    }
+                } => s.on_datagram(from_predecessor[..n].to_vec(), from, Via { worker: false, process: true }),
                 Some(ids) = done_rx.recv() => {
                     for id in ids {
                         s.conns.remove(&id);
@@ -141,6 +173,15 @@ impl Endpoint {
 }
 
 impl State {
+    /// The link to pass a datagram of no connection here over: a new connection's only to a
+    /// successor; another to the predecessor while it runs, else to a successor.
+    fn link(&self, initial: bool) -> Option<Arc<Link>> {
+        let predecessor = self.ep.to_predecessor.as_ref().filter(|l| !initial && l.active());
+        predecessor
+            .or(Some(&self.ep.to_successor).filter(|l| l.active()))
+            .cloned()
+    }
+
     /// Adds the datagrams received since the last call to the metrics.
     fn count_received(&mut self) {
         let (datagrams, calls) = std::mem::take(&mut self.received);
@@ -149,7 +190,7 @@ impl State {
         }
     }
 
-    fn on_datagram(&mut self, mut data: Vec<u8>, from: SocketAddr, forwarded: bool) {
+    fn on_datagram(&mut self, mut data: Vec<u8>, from: SocketAddr, via: Via) {
         let (ty, version, dcid, scid, token) = match quiche::Header::from_slice(&mut data, CID_LEN) {
             Ok(h) => (h.ty, h.version, h.dcid.to_vec(), h.scid.to_vec(), h.token),
             Err(_) => {
@@ -167,12 +208,30 @@ impl State {
             }
             return;
         }
-        if ty != quiche::Type::Initial && !forwarded {
+        if ty != quiche::Type::Initial && !via.worker {
             if let Some(owner) = cid::owner(&dcid).filter(|w| *w != self.ep.worker) {
                 if let Some(peer) = self.ep.peers.get(owner) {
-                    if peer.try_send(super::endpoint::Forwarded { data, from }).is_ok() {
+                    let f = Forwarded {
+                        data,
+                        from,
+                        from_process: via.process,
+                    };
+                    if peer.try_send(f).is_ok() {
                         m::datagram("forwarded");
                     }
+                    return;
+                }
+            }
+        }
+        // Not this process's: the other process of an upgrade may own it (or, draining, take
+        // the new connection).
+        if !via.process && (ty != quiche::Type::Initial || self.draining) {
+            if let Some(link) = self.link(ty == quiche::Type::Initial) {
+                if link.pass(from, &data, &mut self.frame) {
+                    m::datagram(match link.peer() {
+                        Peer::Successor => "to_successor",
+                        Peer::Predecessor => "to_predecessor",
+                    });
                     return;
                 }
             }

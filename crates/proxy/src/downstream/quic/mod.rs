@@ -16,6 +16,7 @@ pub mod cid;
 pub mod conn;
 pub mod endpoint;
 pub mod error;
+pub mod link;
 pub mod metrics;
 pub mod send;
 pub mod socket;
@@ -27,9 +28,13 @@ pub mod udp;
 use crate::gateway::Gateway;
 use endpoint::{Endpoint, Forwarded};
 use error::QuicError;
+use link::{Link, Peer};
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
 use tlsgate_config::{Config, ListenerKind};
+use tlsgate_wire::handoff::SocketKind;
 use tokio::sync::mpsc;
 
 /// Datagrams queued for forwarding to another worker before more are dropped.
@@ -46,6 +51,29 @@ struct WorkerSocket {
     peers: Arc<Vec<mpsc::Sender<Forwarded>>>,
     forwarded: mpsc::Receiver<Forwarded>,
     secret: cid::Secret,
+    /// This process's end of the link a successor would take with the socket.
+    to_successor: UnixDatagram,
+    /// The link to the process this one took the socket over from.
+    to_predecessor: Option<UnixDatagram>,
+}
+
+/// A QUIC socket taken over from the running gateway in a binary upgrade, with its link.
+pub struct Adopted {
+    /// Its bound address.
+    pub addr: SocketAddr,
+    /// The socket (the same one the old process reads).
+    pub socket: std::net::UdpSocket,
+    /// The successor's end of the socket's link to the old process.
+    pub link: UnixDatagram,
+}
+
+/// The QUIC sockets bound (or taken over) for the workers.
+pub struct Bound {
+    /// Each worker's share.
+    pub workers: Vec<QuicWorker>,
+    /// What a successor would take over: per socket, in each group's order, a duplicate of the
+    /// socket and the other end of its link.
+    pub handed: Vec<(SocketKind, OwnedFd)>,
 }
 
 /// The UDP addresses QUIC serves under `config` (none unless `[http3] enabled`).
@@ -60,8 +88,9 @@ pub fn addresses(config: &Config) -> Vec<SocketAddr> {
 }
 
 /// Binds the QUIC sockets of `config` for `workers` workers (an empty share each when HTTP/3 is
-/// off).
-pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicError> {
+/// off). A successor passes the sockets it took over (`adopted`, in each group's order): an
+/// address with one per worker is served with them, each with its link to the old process.
+pub fn bind(config: &Config, workers: usize, adopted: &mut Vec<Adopted>) -> Result<Bound, QuicError> {
     let workers = workers.max(1);
     let mut out: Vec<QuicWorker> = (0..workers)
         .map(|worker| QuicWorker {
@@ -69,6 +98,7 @@ pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicErro
             endpoints: Vec::new(),
         })
         .collect();
+    let mut handed = Vec::new();
     let addresses = addresses(config);
     let secret = match config.cluster.as_ref().and_then(|c| c.secret_files.first()) {
         Some(path) if !addresses.is_empty() => {
@@ -79,7 +109,21 @@ pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicErro
         _ => cid::Secret::random(),
     };
     for addr in addresses {
-        let sockets = socket::bind_workers(addr, workers)?;
+        let (taken, kept): (Vec<Adopted>, Vec<Adopted>) =
+            std::mem::take(adopted).into_iter().partition(|a| a.addr == addr);
+        *adopted = kept;
+        let (sockets, links): (Vec<_>, Vec<Option<UnixDatagram>>) = if taken.len() == workers {
+            taken.into_iter().map(|a| (a.socket, Some(a.link))).unzip()
+        } else {
+            if !taken.is_empty() {
+                // Another worker count would change which socket the steering program picks
+                // for a connection ID: not taken over (the old process keeps the address).
+                tracing::warn!(%addr, old = taken.len(), new = workers, "the old process served QUIC on {addr} with another number of workers: not taken over");
+            }
+            let sockets = socket::bind_workers(addr, workers)?;
+            let none = sockets.iter().map(|_| None).collect();
+            (sockets, none)
+        };
         if workers > 1 {
             if let Err(e) = udp::steer_by_connection_id(&sockets[0], cid::CID_LEN as u8) {
                 // Without it, a packet that reaches another worker is forwarded to its owner.
@@ -88,16 +132,22 @@ pub fn bind(config: &Config, workers: usize) -> Result<Vec<QuicWorker>, QuicErro
         }
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
         let peers = Arc::new(txs);
-        for ((w, socket), forwarded) in out.iter_mut().zip(sockets).zip(rxs) {
+        for (((w, socket), forwarded), to_predecessor) in out.iter_mut().zip(sockets).zip(rxs).zip(links) {
+            let fail = |source| QuicError::Bind { addr, source };
+            let (to_successor, theirs) = UnixDatagram::pair().map_err(fail)?;
+            handed.push((SocketKind::Quic, OwnedFd::from(socket.try_clone().map_err(fail)?)));
+            handed.push((SocketKind::QuicLink, OwnedFd::from(theirs)));
             w.endpoints.push(WorkerSocket {
                 socket,
                 peers: peers.clone(),
                 forwarded,
                 secret: secret.clone(),
+                to_successor,
+                to_predecessor,
             });
         }
     }
-    Ok(out)
+    Ok(Bound { workers: out, handed })
 }
 
 impl QuicWorker {
@@ -111,12 +161,25 @@ impl QuicWorker {
                     continue;
                 }
             };
+            let links = Link::new(e.to_successor, Peer::Successor).and_then(|s| {
+                let p = e.to_predecessor.map(|p| Link::new(p, Peer::Predecessor)).transpose()?;
+                Ok((s, p))
+            });
+            let (to_successor, to_predecessor) = match links {
+                Ok(l) => l,
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot register a QUIC link socket");
+                    continue;
+                }
+            };
             let endpoint = Endpoint {
                 worker: self.worker,
                 gateway: gateway.clone(),
                 socket,
                 secret: e.secret,
                 peers: e.peers,
+                to_successor: Arc::new(to_successor),
+                to_predecessor: to_predecessor.map(Arc::new),
             };
             tokio::spawn(endpoint.run(e.forwarded));
         }

@@ -1,0 +1,52 @@
+//! quic-go's HTTP/3 client (tests/go/h3client), a client tlsgate did not write, built once per
+//! test binary with `go build`, and a runner returning its JSON lines.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+use tlsgate_testkit::require;
+
+/// The quic-go client, built once per test binary into a temporary directory.
+pub fn h3client() -> &'static Path {
+    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &BUILT
+        .get_or_init(|| {
+            require("go");
+            let dir = tempfile::tempdir().unwrap();
+            let bin = dir.path().join("h3client");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h3client");
+            let out = std::process::Command::new("go")
+                .args(["build", "-o"])
+                .arg(&bin)
+                .arg(".")
+                .current_dir(&src)
+                .output()
+                .expect("go build");
+            assert!(
+                out.status.success(),
+                "go build: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (dir, bin)
+        })
+        .1
+}
+
+/// Runs the client with `args`; its JSON lines.
+pub fn client(ca: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["-ca", ca.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = tlsgate_testkit::run(
+        h3client().to_str().unwrap(),
+        &all,
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(30),
+    );
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", out.all())))
+        .collect()
+}
