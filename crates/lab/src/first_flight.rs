@@ -37,6 +37,9 @@ pub enum QuicKind {
     VersionNegotiation,
     /// Short header (the rest of the datagram).
     OneRtt,
+    /// Zero bytes after the last packet: a datagram padded outside its packets (quiche pads a
+    /// datagram that carries an Initial packet to 1,200 bytes that way).
+    Padding,
 }
 
 /// One packet of a datagram: its kind, bytes (header included) and, for long headers, the
@@ -74,8 +77,10 @@ pub fn quic_packets(d: &[u8]) -> Option<Vec<QuicPacket>> {
     while i < d.len() {
         let b0 = d[i];
         if b0 & 0x80 == 0 {
+            // A short header has its fixed bit (0x40) set; all zeros are padding.
+            let padding = !out.is_empty() && d[i..].iter().all(|&b| b == 0);
             out.push(QuicPacket {
-                kind: QuicKind::OneRtt,
+                kind: if padding { QuicKind::Padding } else { QuicKind::OneRtt },
                 bytes: d.len() - i,
                 dcid: vec![],
                 scid: vec![],
@@ -169,7 +174,9 @@ struct Pkt {
     bytes: usize,
     /// QUIC: bytes of its Initial and Handshake packets; TCP: 0.
     handshake_bytes: usize,
-    /// QUIC: carries a Handshake packet; TCP: carries payload.
+    /// QUIC: zero padding after its packets; TCP: 0.
+    padding: usize,
+    /// TCP: carries payload (QUIC: unused).
     marks: bool,
 }
 
@@ -189,15 +196,24 @@ pub struct FirstFlight {
     pub server_first_bytes: u64,
     /// Datagrams (segments with payload) of that flight.
     pub server_first_packets: u64,
+    /// QUIC: bytes of that flight that are zero padding after the datagrams' packets (quiche
+    /// does not charge them to the anti-amplification budget).
+    pub server_first_padding: u64,
     /// The server's handshake flight in all: QUIC, the bytes of its Initial and Handshake
     /// packets (retransmissions included); TCP, the payload it sent before the client's second
     /// data (the client's Finished) reached it.
     pub server_handshake_bytes: u64,
     /// Of those, the bytes sent after the first flight: what had to wait for the client's answer.
     pub server_handshake_bytes_later: u64,
+    /// Rounds the server's handshake flight took: a round ends when the client's answer to its
+    /// first packet reaches the server, and each costs a round trip.
+    pub server_rounds: u64,
     /// `server_first_bytes / client_first_bytes` (the anti-amplification limit is 3).
     #[serde(deserialize_with = "nan_if_null")]
     pub ratio: f64,
+    /// The same without the padding: what quiche charges against the limit of 3.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub charged_ratio: f64,
 }
 
 /// A ratio that JSON wrote as `null` (NaN: no client bytes) reads back as NaN.
@@ -252,7 +268,8 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
                 delivered: p.t,
                 bytes: payload.len(),
                 handshake_bytes,
-                marks: qp.iter().any(|q| q.kind == QuicKind::Handshake),
+                padding: qp.iter().filter(|q| q.kind == QuicKind::Padding).map(|q| q.bytes).sum(),
+                marks: false,
             });
         } else if let Some(seg) = parse_segment(&p.data) {
             let port = if up { seg.src.port() } else { seg.dst.port() };
@@ -275,6 +292,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
                 delivered: p.t,
                 bytes: seg.payload.len(),
                 handshake_bytes: 0,
+                padding: 0,
                 marks: !seg.payload.is_empty(),
             });
         }
@@ -311,11 +329,13 @@ fn analyse(mut ff: FirstFlight, pkts: &[Pkt]) -> FirstFlight {
     let server_first: Vec<&Pkt> = pkts.iter().filter(|p| !p.up && p.sent < answer).filter(data).collect();
     ff.server_first_bytes = server_first.iter().map(|p| p.bytes as u64).sum();
     ff.server_first_packets = server_first.len() as u64;
+    ff.server_first_padding = server_first.iter().map(|p| p.padding as u64).sum();
     if ff.quic {
         let (first, later): (Vec<&Pkt>, Vec<&Pkt>) = pkts.iter().filter(|p| !p.up).partition(|p| p.sent < answer);
         let hs = |v: &[&Pkt]| v.iter().map(|p| p.handshake_bytes as u64).sum::<u64>();
         ff.server_handshake_bytes = hs(&first) + hs(&later);
         ff.server_handshake_bytes_later = hs(&later);
+        ff.server_rounds = rounds(pkts, |p| p.handshake_bytes > 0, f64::INFINITY);
     } else {
         // The client's second data (its Finished) ends the server's handshake flight.
         let finished = pkts
@@ -331,13 +351,43 @@ fn analyse(mut ff: FirstFlight, pkts: &[Pkt]) -> FirstFlight {
             .collect();
         ff.server_handshake_bytes = hs.iter().map(|p| p.bytes as u64).sum();
         ff.server_handshake_bytes_later = ff.server_handshake_bytes.saturating_sub(ff.server_first_bytes);
+        ff.server_rounds = rounds(pkts, |p| p.bytes > 0, finished);
     }
-    ff.ratio = if ff.client_first_bytes > 0 {
-        ff.server_first_bytes as f64 / ff.client_first_bytes as f64
-    } else {
-        f64::NAN
+    let per_client = |b: u64| {
+        if ff.client_first_bytes > 0 {
+            b as f64 / ff.client_first_bytes as f64
+        } else {
+            f64::NAN
+        }
     };
+    ff.ratio = per_client(ff.server_first_bytes);
+    ff.charged_ratio = per_client(ff.server_first_bytes - ff.server_first_padding);
     ff
+}
+
+/// Rounds of the server's packets that `counts` (sent before `end`): each starts with the first
+/// such packet sent once the previous round's answer reached the server, and its answer is the
+/// first client packet sent after that packet reached the client.
+fn rounds(pkts: &[Pkt], counts: impl Fn(&Pkt) -> bool, end: f64) -> u64 {
+    let mut after = f64::NEG_INFINITY;
+    let mut n = 0;
+    while let Some(first) = pkts
+        .iter()
+        .filter(|p| !p.up && counts(p) && p.sent >= after && p.sent < end)
+        .min_by(|a, b| a.sent.total_cmp(&b.sent))
+    {
+        n += 1;
+        match pkts
+            .iter()
+            .filter(|p| p.up && p.sent >= first.delivered)
+            .map(|p| p.delivered)
+            .reduce(f64::min)
+        {
+            Some(a) if a > after => after = a,
+            _ => break,
+        }
+    }
+    n
 }
 
 #[cfg(test)]
@@ -434,6 +484,8 @@ mod tests {
         assert_eq!(f.server_handshake_bytes_later, v[5].len as u64 - 28);
         assert_eq!(f.server_handshake_bytes, first + v[5].len as u64 - 28);
         assert!(f.ratio > 2.9 && f.ratio <= 3.0, "{}", f.ratio);
+        assert_eq!((f.server_first_padding, f.charged_ratio), (0, f.ratio));
+        assert_eq!(f.server_rounds, 2);
         // The same port with a new Initial DCID is the next connection.
         let mut w = v.clone();
         w.push(dgram(0.5, 0.05, true, 5000, &long(0, b"othercid", b"", 1180)));
@@ -483,5 +535,32 @@ mod tests {
         assert_eq!((f.server_first_bytes, f.server_first_packets), (14_480, 10));
         assert_eq!(f.server_handshake_bytes, 14_480 + 1448 + 500);
         assert_eq!(f.server_handshake_bytes_later, 1948);
+        assert_eq!(f.server_rounds, 2);
+    }
+
+    #[test]
+    fn padding_after_an_initial_is_not_a_packet() {
+        let mut d = long(0, b"c", b"s", 50);
+        let n = d.len();
+        d.extend([0u8; 100]);
+        let q = quic_packets(&d).unwrap();
+        assert_eq!(q[1].kind, QuicKind::Padding);
+        assert_eq!((q[0].bytes, q[1].bytes), (n, 100));
+        // The server's ACK-only Initial padded to 1,200 bytes, then its flight at the limit:
+        // the padding is on the wire but not charged.
+        let mut ack = long(0, b"", b"srv", 50);
+        ack.resize(1200, 0);
+        let v = vec![
+            dgram(0.05, 0.05, true, 7000, &long(0, b"cid", b"", 1185)),
+            dgram(0.0501, 0.05, true, 7000, &long(0, b"cid", b"", 1185)),
+            dgram(0.1001, 0.05, false, 7000, &ack),
+            dgram(0.1002, 0.05, false, 7000, &long(2, b"", b"srv", 1000)),
+        ];
+        let f = &first_flights(&v)[0];
+        assert_eq!(f.client_first_packets, 2);
+        let pkt = long(0, b"", b"srv", 50).len();
+        assert_eq!(f.server_first_padding, (1200 - pkt) as u64);
+        assert!(f.charged_ratio < f.ratio);
+        assert_eq!(f.server_rounds, 1);
     }
 }

@@ -277,13 +277,17 @@ fn quic_quick() {
         assert_eq!(s["traced"], true, "{s}");
         let hs = f(s, "handshake_ms");
         let later = f(s, "server_handshake_bytes_later");
+        // Each round of the server's handshake flight costs a round trip; TCP's SYN one more.
+        let rounds = f(s, "server_rounds");
+        assert!(rounds >= 1.0, "{s}");
         if s["transport"] == "h3" {
-            // The limit: never more than 3× the client's Initial bytes before its answer.
+            // The limit: never more than 3× the client's Initial bytes before its answer (as
+            // quiche counts them: zero padding after a datagram's packets is not charged).
             assert!(f(s, "client_first_bytes") >= 1200.0, "{s}");
-            assert!(f(s, "ratio") <= 3.0 + 1e-9, "{s}");
-            assert!(hs >= rtt - 0.5, "{s}");
+            assert!(f(s, "charged_ratio") <= 3.0 + 1e-9, "{s}");
+            assert!(hs >= rounds * rtt - 0.5, "{s}");
         } else {
-            assert!(hs >= 2.0 * rtt - 0.5, "{s}");
+            assert!(hs >= (rounds + 1.0) * rtt - 0.5, "{s}");
         }
         // Bytes held back go out only once the client's answer arrives: one more round trip.
         if later > 0.0 {
@@ -308,7 +312,7 @@ fn quic_quick() {
             assert_eq!(f(small, "held_back"), 0.0, "{small}");
         }
         let q = cell("h3", g, 16);
-        assert_eq!(q["verdict"], "3× limit", "{q}");
+        assert!(q["verdict"].as_str().unwrap().starts_with("3× limit"), "{q}");
         assert!(f(q, "server_handshake_bytes") > 3.0 * f(q, "client_first_bytes"), "{q}");
         assert!(f(q, "extra_rtts") >= 1.0, "{q}");
         let t = cell("h2", g, 16);

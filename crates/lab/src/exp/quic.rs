@@ -512,8 +512,9 @@ pub fn summarize(rows: &[Row]) -> (Vec<Cell>, Vec<Comparison>) {
     (cells, comps)
 }
 
-/// The largest UDP payload the gateway sends (its `max_udp_payload` default): a first flight
-/// within one datagram of 3× the client's bytes used the whole anti-amplification budget.
+/// The largest UDP payload the gateway sends (its `max_udp_payload` default; 1,200 during the
+/// handshake): a first flight within one datagram of 3× the client's bytes (padding aside) used
+/// the whole anti-amplification budget.
 const MAX_DATAGRAM: f64 = 1350.0;
 
 /// Per transport, group and chain size.
@@ -539,16 +540,27 @@ pub fn summarize_sweep(rows: &[AmpRow]) -> Vec<AmpCell> {
                 crate::measure::median(&traced.iter().map(|r| f(&r.flight) as f64).collect::<Vec<_>>())
             };
             let (client, server) = (med(|f| f.client_first_bytes), med(|f| f.server_first_bytes));
+            let padding = med(|f| f.server_first_padding);
+            let rounds = med(|f| f.server_rounds);
             let held_back = traced
                 .iter()
                 .filter(|r| r.flight.server_handshake_bytes_later > 0)
                 .count();
             let held = held_back * 2 > traced.len();
+            let at_limit = server - padding + MAX_DATAGRAM > 3.0 * client;
             let verdict = match (t, held) {
                 (_, false) => "fits",
-                (Transport::H3, true) if server + MAX_DATAGRAM > 3.0 * client => "3× limit",
+                (Transport::H3, true) if at_limit && rounds > 2.0 => "3× limit, then cwnd",
+                (Transport::H3, true) if at_limit => "3× limit",
                 (Transport::H3, true) => "cwnd",
                 (Transport::H2, true) => "initcwnd",
+            };
+            let max = |f: fn(&FirstFlight) -> f64| {
+                traced
+                    .iter()
+                    .map(|r| f(&r.flight))
+                    .filter(|x| x.is_finite())
+                    .fold(f64::NAN, f64::max)
             };
             AmpCell {
                 transport: t,
@@ -564,13 +576,12 @@ pub fn summarize_sweep(rows: &[AmpRow]) -> Vec<AmpCell> {
                 client_first_bytes: client,
                 client_first_packets: med(|f| f.client_first_packets),
                 server_first_bytes: server,
+                server_first_padding: padding,
                 server_handshake_bytes: med(|f| f.server_handshake_bytes),
                 server_handshake_bytes_later: med(|f| f.server_handshake_bytes_later),
-                ratio_max: traced
-                    .iter()
-                    .map(|r| r.flight.ratio)
-                    .filter(|x| x.is_finite())
-                    .fold(f64::NAN, f64::max),
+                server_rounds: rounds,
+                ratio_max: max(|f| f.ratio),
+                charged_ratio_max: max(|f| f.charged_ratio),
                 held_back,
                 traced: traced.len(),
                 verdict: verdict.into(),

@@ -283,17 +283,24 @@ pub struct AmpCell {
     pub client_first_packets: f64,
     /// The server's first flight, bytes.
     pub server_first_bytes: f64,
+    /// Of which zero padding after the datagrams' packets.
+    pub server_first_padding: f64,
     /// The server's handshake flight in all, bytes.
     pub server_handshake_bytes: f64,
     /// Of which held back until the client answered, bytes.
     pub server_handshake_bytes_later: f64,
-    /// Largest server-first-flight / client-first-flight ratio seen (QUIC: never above 3).
+    /// Rounds the server's handshake flight took (each one round trip).
+    pub server_rounds: f64,
+    /// Largest server-first-flight / client-first-flight ratio seen, bytes on the wire.
     pub ratio_max: f64,
+    /// The same without the padding: what quiche charges against the limit (never above 3).
+    pub charged_ratio_max: f64,
     /// Samples whose server had to hold handshake bytes back.
     pub held_back: usize,
     /// Samples with a trace.
     pub traced: usize,
-    /// What the numbers say: QUIC, `3× limit` (held back at the limit), `cwnd` (held back
-    /// below it), `fits`; TCP, `initcwnd` or `fits`.
+    /// What the numbers say: QUIC, `3× limit` (held back, the first flight at the limit),
+    /// `3× limit, then cwnd` (and a third round), `cwnd` (held back below the limit), `fits`;
+    /// TCP, `initcwnd` or `fits`.
     pub verdict: String,
 }

@@ -175,13 +175,18 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
          client's answer reached it (QUIC: at most 3× the client's bytes until the address is \
          validated, RFC 9000 §8.1; TCP: initcwnd, 10 segments), its whole handshake flight (QUIC: \
          Initial + Handshake packets; TCP: payload before the client's Finished) and what of it \
-         was held back until the client answered. Extra RTTs: the median handshake over the \
-         transport's minimum (QUIC 1, TCP 2), rounded. Verdict: `3× limit` = bytes held back with \
-         the first flight within one datagram (1,350 B) of 3× the client's; `cwnd` = held back \
-         below that; `initcwnd` = TCP held back; `fits` = the whole flight went at once.\n"
+         was held back until the client answered; server rounds: how many round trips that \
+         flight took (a round ends when the client's answer to its first packet reaches the \
+         server). Extra RTTs: the median handshake over the transport's minimum (QUIC 1, TCP 2), \
+         rounded. Ratio: the server's first flight over the client's, as bytes on the wire and \
+         as quiche charges them (zero padding after a datagram's packets not counted). Verdict: \
+         `3× limit` = bytes held back with the first flight (padding aside) within one datagram \
+         of 3× the client's, `…, then cwnd` = and a third round (the congestion window); `cwnd` \
+         = held back below the limit; `initcwnd` = TCP held back; `fits` = the whole flight went \
+         at once.\n"
     );
-    let _ = writeln!(s, "| transport | group | chain KiB (B) | n | handshake RTTs p50 [95 % CI] | extra RTTs | client first flight B (pkts) | 3× | server first flight B | server handshake flight B | held back B | max ratio | held back / traced | verdict |");
-    let _ = writeln!(s, "|---|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---|---|");
+    let _ = writeln!(s, "| transport | group | chain KiB (B) | n | handshake RTTs p50 [95 % CI] | extra RTTs | server rounds | client first flight B (pkts) | 3× | server first flight B (padding) | server handshake flight B | held back B | max ratio wire / charged | held back / traced | verdict |");
+    let _ = writeln!(s, "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---:|---|---|---|");
     for c in amp {
         let mut n = c.handshake_rtts.n.to_string();
         if c.errors > 0 {
@@ -194,7 +199,7 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} ({}) | {n} | {} [{}–{}] | {:.0} | {:.0} ({:.0}) | {triple} | {:.0} | {:.0} | {:.0} | {:.2} | {}/{} | {} |",
+            "| {} | {} | {} ({}) | {n} | {} [{}–{}] | {:.0} | {:.0} | {:.0} ({:.0}) | {triple} | {:.0} ({:.0}) | {:.0} | {:.0} | {:.2} / {:.2} | {}/{} | {} |",
             c.transport.label(),
             c.group,
             c.chain_kib,
@@ -203,12 +208,15 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
             format_args!("{:.2}", c.handshake_rtts_ci[0]),
             format_args!("{:.2}", c.handshake_rtts_ci[1]),
             c.extra_rtts,
+            c.server_rounds,
             c.client_first_bytes,
             c.client_first_packets,
             c.server_first_bytes,
+            c.server_first_padding,
             c.server_handshake_bytes,
             c.server_handshake_bytes_later,
             c.ratio_max,
+            c.charged_ratio_max,
             c.held_back,
             c.traced,
             c.verdict
