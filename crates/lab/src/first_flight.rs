@@ -4,11 +4,13 @@
 //! client's address is validated the server sends at most 3× the bytes it received, which for a
 //! new connection are the client's Initial datagrams); for TCP, what initcwnd lets through.
 //!
-//! Times are the forwarder's: a packet's *delivery* time is when the tap saw it written to the
-//! receiving TUN device; its *send* time is that minus the time the emulator held it (queueing,
-//! delay) and how late the writer was, i.e. when the sender's kernel handed it to the link. So
-//! "the server sent X before it received Y" compares X's send time with Y's delivery time, both
-//! at the server's end of the link.
+//! Times are the forwarder's: a packet's *send* time is when the link's reader took it off the
+//! sender's TUN device (the tap's time minus the time the emulator held it and how late the
+//! writer was); its *delivery* time is when the writer began to write it to the receiver's
+//! (its scheduled departure, the earliest it can have begun: the receiver's kernel may answer
+//! within the write, before the tap's own time-stamp after it). So "the server sent X before it
+//! received Y" compares X's send time with Y's delivery time, both at the server's end of the
+//! link.
 //!
 //! Bytes are UDP payload bytes for QUIC (what quiche counts against the limit: whole datagrams)
 //! and TCP payload bytes for TCP. A QUIC datagram's coalesced packets are split by their long
@@ -228,6 +230,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
     for p in packets {
         let up = p.dir == CapDir::AToB;
         let sent = p.t - p.scheduled - p.late;
+        let delivered = p.t - p.late;
         if let Some((sp, dp, payload)) = udp(&p.data) {
             let port = if up { sp } else { dp };
             let Some(qp) = quic_packets(payload) else { continue };
@@ -265,7 +268,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
             flows[i].1.push(Pkt {
                 up,
                 sent,
-                delivered: p.t,
+                delivered,
                 bytes: payload.len(),
                 handshake_bytes,
                 padding: qp.iter().filter(|q| q.kind == QuicKind::Padding).map(|q| q.bytes).sum(),
@@ -289,7 +292,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
             flows[i].1.push(Pkt {
                 up,
                 sent,
-                delivered: p.t,
+                delivered,
                 bytes: seg.payload.len(),
                 handshake_bytes: 0,
                 padding: 0,
@@ -536,6 +539,13 @@ mod tests {
         assert_eq!(f.server_handshake_bytes, 14_480 + 1448 + 500);
         assert_eq!(f.server_handshake_bytes_later, 1948);
         assert_eq!(f.server_rounds, 2);
+        // The server's answer to the ACK can leave before the tap's time-stamp of the ACK
+        // (the kernel answers within the write): the writer's lateness is taken off.
+        let mut w = v.clone();
+        w[13].late = 0.001;
+        w[13].t += 0.0015;
+        let g = &first_flights(&w)[0];
+        assert_eq!((g.server_first_bytes, g.server_rounds), (14_480, 2));
     }
 
     #[test]

@@ -185,21 +185,27 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
          = held back below the limit; `initcwnd` = TCP held back; `fits` = the whole flight went \
          at once.\n"
     );
-    let _ = writeln!(s, "| transport | group | chain KiB (B) | n | handshake RTTs p50 [95 % CI] | extra RTTs | server rounds | client first flight B (pkts) | 3× | server first flight B (padding) | server handshake flight B | held back B | max ratio wire / charged | held back / traced | verdict |");
+    let _ = writeln!(s, "| transport | group | chain KiB (B) | n | handshake RTTs p50 [95 % CI] | extra RTTs | server rounds | client first flight B (pkts) | 3× | server first flight B (padding) | server handshake flight B | held back B | QUIC max ratio wire / charged | held back / traced | verdict |");
     let _ = writeln!(s, "|---|---|---|---:|---|---:|---:|---|---:|---|---:|---:|---|---|---|");
     for c in amp {
         let mut n = c.handshake_rtts.n.to_string();
         if c.errors > 0 {
             let _ = write!(n, " ({})", c.errors);
         }
-        let triple = if c.transport == Transport::H3 {
+        let quic = c.transport == Transport::H3;
+        let triple = if quic {
             format!("{:.0}", 3.0 * c.client_first_bytes)
+        } else {
+            "–".into()
+        };
+        let ratios = if quic {
+            format!("{:.2} / {:.2}", c.ratio_max, c.charged_ratio_max)
         } else {
             "–".into()
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} ({}) | {n} | {} [{}–{}] | {:.0} | {:.0} | {:.0} ({:.0}) | {triple} | {:.0} ({:.0}) | {:.0} | {:.0} | {:.2} / {:.2} | {}/{} | {} |",
+            "| {} | {} | {} ({}) | {n} | {} [{}–{}] | {:.0} | {:.0} | {:.0} ({:.0}) | {triple} | {:.0} ({:.0}) | {:.0} | {:.0} | {ratios} | {}/{} | {} |",
             c.transport.label(),
             c.group,
             c.chain_kib,
@@ -215,8 +221,6 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
             c.server_first_padding,
             c.server_handshake_bytes,
             c.server_handshake_bytes_later,
-            c.ratio_max,
-            c.charged_ratio_max,
             c.held_back,
             c.traced,
             c.verdict
