@@ -17,9 +17,10 @@ use super::bootstrap::{increase_ci, median_ci};
 use super::quic_model::{main_chains, sweep_chain, sweep_kib, CLASSICAL, HYBRID};
 pub use super::quic_model::{AmpCell, AmpRow, Cell, Chain, Comparison, Row, Transport};
 use super::ttlb_pq::{handshake_timeout, lanes, tempdir};
-use super::ttlb_pq_lane::share;
+use super::ttlb_pq_lane::{share, Failure};
 use super::{quic_report, Network, RunOpts};
 use crate::client::{probe, ConnSample, ProbeOpts};
+use crate::conn_trace::traces;
 use crate::first_flight::{first_flights, FirstFlight};
 use crate::gateway::{Gateway, GatewaySpec, Site};
 use crate::pki::Ca;
@@ -126,10 +127,51 @@ impl Lane {
     }
 
     /// A main-matrix cell: `n` samples over each transport.
-    fn cell(&self, net: &Network, chain: &Chain, size: usize, n: usize) -> anyhow::Result<Vec<Row>> {
+    /// On a lossy network the packet tap is on, and each failed sample's TCP connection is
+    /// traced into `failures` (a QUIC one is listed without a trace).
+    fn cell(
+        &self,
+        net: &Network,
+        chain: &Chain,
+        size: usize,
+        n: usize,
+        failures: &mut Vec<Failure>,
+    ) -> anyhow::Result<Vec<Row>> {
         let mut rows = vec![];
+        let lossy = net.loss > 0.0;
         for t in Transport::ALL {
-            let (samples, down, up) = self.probe(&self.gw, t, chain, HYBRID, size, n)?;
+            if lossy {
+                self.lab.start_capture();
+            }
+            let probed = self.probe(&self.gw, t, chain, HYBRID, size, n);
+            let cap = lossy.then(|| self.lab.take_capture());
+            let (samples, down, up) = probed?;
+            if let Some(cap) = cap.filter(|_| samples.iter().any(|s| s.error.is_some())) {
+                let traced = if t == Transport::H2 {
+                    traces(&cap.packets)
+                } else {
+                    vec![]
+                };
+                let mut ok: Vec<u64> = samples
+                    .iter()
+                    .filter(|s| s.error.is_none())
+                    .filter_map(|s| traced.get(s.index.wrapping_sub(1)).map(|c| c.down.bytes_in_order))
+                    .collect();
+                ok.sort_unstable();
+                for s in samples.iter().filter(|s| s.error.is_some()) {
+                    failures.push(Failure {
+                        network: net.name.clone(),
+                        data_bytes: size,
+                        variant: format!("{} {}", chain.name, t.label()),
+                        lane: self.lane,
+                        sample: s.index,
+                        error: s.error.clone().unwrap_or_default(),
+                        trace: traced.get(s.index.wrapping_sub(1)).cloned(),
+                        ok_down_bytes_p50: ok.get(ok.len() / 2).copied().unwrap_or(0),
+                        capture_dropped: cap.dropped,
+                    });
+                }
+            }
             for s in samples {
                 let ok = s.error.is_none();
                 let hs = if ok { s.connect_ms + s.handshake_ms } else { f64::NAN };
@@ -232,7 +274,7 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
     } else {
         vec![]
     };
-    let mut rows = vec![];
+    let (mut rows, mut failures) = (vec![], vec![]);
     for net in nets.iter().filter(|n| n.loss == 0.0) {
         net.apply(&lane0.lab)?;
         for chain in &chains {
@@ -243,7 +285,7 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
                     chain.name,
                     size / 1024
                 ));
-                rows.extend(lane0.cell(net, chain, size, n)?);
+                rows.extend(lane0.cell(net, chain, size, n, &mut failures)?);
             }
         }
     }
@@ -256,8 +298,8 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
     if !lossy.is_empty() {
         opts.log(&format!("{} lossy network(s) over {k} lane(s)", lossy.len()));
     }
-    let run_lossy = |lane: &Lane| -> anyhow::Result<Vec<Row>> {
-        let mut rows = vec![];
+    let run_lossy = |lane: &Lane| -> anyhow::Result<(Vec<Row>, Vec<Failure>)> {
+        let (mut rows, mut failures) = (vec![], vec![]);
         let m = share(n, k, lane.lane);
         for net in &lossy {
             net.apply(&lane.lab)?;
@@ -272,15 +314,17 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
                         ));
                     }
                     if m > 0 {
-                        rows.extend(lane.cell(net, chain, size, m)?);
+                        rows.extend(lane.cell(net, chain, size, m, &mut failures)?);
                     }
                 }
             }
         }
-        Ok(rows)
+        Ok((rows, failures))
     };
     if k == 1 {
-        rows.extend(run_lossy(&lane0)?);
+        let (r, f) = run_lossy(&lane0)?;
+        rows.extend(r);
+        failures.extend(f);
         drop(lane0);
     } else {
         drop(lane0);
@@ -288,7 +332,9 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
             let handles: Vec<_> = (0..k)
                 .map(|l| {
                     let (spec, run_lossy) = (&main_spec, &run_lossy);
-                    scope.spawn(move || -> anyhow::Result<Vec<Row>> { run_lossy(&Lane::start(opts, work, spec, l)?) })
+                    scope.spawn(move || -> anyhow::Result<(Vec<Row>, Vec<Failure>)> {
+                        run_lossy(&Lane::start(opts, work, spec, l)?)
+                    })
                 })
                 .collect();
             handles
@@ -296,7 +342,10 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
                 .map(|h| h.join().map_err(|_| anyhow::anyhow!("a lane panicked"))?)
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
-        rows.extend(results.into_iter().flatten());
+        for (r, f) in results {
+            rows.extend(r);
+            failures.extend(f);
+        }
     }
     let order = |r: &Row| {
         (
@@ -317,6 +366,10 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
     if !amp_rows.is_empty() {
         write_csv(&opts.out.join("quic-amplification.csv"), &amp_rows)?;
     }
+    write_json(
+        &opts.out.join("quic-failures.json"),
+        &serde_json::json!({ "failures": failures }),
+    )?;
     write_json(
         &opts.out.join("quic.json"),
         &serde_json::json!({
@@ -342,7 +395,7 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
     };
     std::fs::write(
         opts.out.join("quic.md"),
-        quic_report::markdown(&info, &rows, &cells, &comparisons, &amplification),
+        quic_report::markdown(&info, &rows, &failures, &cells, &comparisons, &amplification),
     )?;
     quic_report::plots(&opts.out, &cells, &comparisons, &amplification)?;
     Ok(QuicRun {

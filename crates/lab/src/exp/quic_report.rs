@@ -5,6 +5,8 @@
 use super::bootstrap::significant;
 use super::quic::{RATE_MBPS, SWEEP_RTT_MS};
 use super::quic_model::{AmpCell, Cell, Comparison, Row, Transport, CLASSICAL, HYBRID};
+use super::ttlb_pq_lane::Failure;
+use super::ttlb_pq_report;
 use crate::report::f1;
 use crate::svg::{line_chart, Series};
 use std::fmt::Write as _;
@@ -51,7 +53,14 @@ fn loss_pct(loss: f64) -> String {
 }
 
 /// The summary.
-pub fn markdown(info: &RunInfo, rows: &[Row], cells: &[Cell], comps: &[Comparison], amp: &[AmpCell]) -> String {
+pub fn markdown(
+    info: &RunInfo,
+    rows: &[Row],
+    failures: &[Failure],
+    cells: &[Cell],
+    comps: &[Comparison],
+    amp: &[AmpCell],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -120,7 +129,7 @@ pub fn markdown(info: &RunInfo, rows: &[Row], cells: &[Cell], comps: &[Compariso
     }
     s.push_str(&comparison_markdown(comps));
     s.push_str(&sweep_markdown(amp));
-    s.push_str(&failures_markdown(rows));
+    s.push_str(&failures_markdown(rows, failures));
     s
 }
 
@@ -230,8 +239,9 @@ fn sweep_markdown(amp: &[AmpCell]) -> String {
     s
 }
 
-/// Failed samples per cell, with their distinct errors.
-fn failures_markdown(rows: &[Row]) -> String {
+/// Failed samples per cell, with their distinct errors, and what the packet tap saw of each
+/// failed TCP connection (ttlb-pq's table).
+fn failures_markdown(rows: &[Row], failures: &[Failure]) -> String {
     let mut s = String::from("## Failed samples\n\n");
     let mut keys: Vec<(&str, &str, usize, Transport)> = vec![];
     for r in rows.iter().filter(|r| !r.error.is_empty()) {
@@ -267,6 +277,11 @@ fn failures_markdown(rows: &[Row]) -> String {
             rs.len(),
             errs.join("; ")
         );
+    }
+    if !failures.is_empty() {
+        s.push_str("\n### What the packet tap saw of them\n\n");
+        s.push_str("Failed QUIC samples are listed without a trace (the tracer reads TCP).\n\n");
+        s.push_str(&ttlb_pq_report::failures_markdown(failures).replacen("## Failed samples\n\n", "", 1));
     }
     s
 }
