@@ -1,5 +1,5 @@
-//! The client side: `tlsgate probe --json` and `tlsgate bench --json` run inside namespace A,
-//! their per-connection timings read back.
+//! The client side: `tlsgate probe --json` (over TCP, or QUIC with `--h3`) and `tlsgate bench
+//! --json` run inside namespace A, their per-connection timings read back.
 
 use crate::netns::Netns;
 use anyhow::{bail, Context};
@@ -29,6 +29,10 @@ pub struct ProbeOpts {
     pub cacert: Option<PathBuf>,
     /// `--mldsa`: offer the ML-DSA signature schemes first.
     pub mldsa: bool,
+    /// `--alpn` (e.g. `h2`; the probe's default is `http/1.1`). Not used with `h3`.
+    pub alpn: Option<String>,
+    /// `--h3`: over QUIC and HTTP/3 (UDP, the same port) instead of TCP.
+    pub h3: bool,
 }
 
 /// One connection's result.
@@ -56,9 +60,11 @@ pub struct ConnSample {
     pub signature_bytes: usize,
     /// An OCSP staple was received.
     pub stapled: bool,
-    /// TCP connect, ms.
+    /// ALPN protocol selected (`h3` over QUIC, `h2`, `http/1.1`).
+    pub alpn: String,
+    /// TCP connect, ms (0 over QUIC).
     pub connect_ms: f64,
-    /// TLS handshake (after connect), ms.
+    /// TLS handshake (after connect), ms; over QUIC the QUIC handshake.
     pub handshake_ms: f64,
     /// Time to first response byte from the start, ms.
     pub ttfb_ms: f64,
@@ -95,6 +101,11 @@ pub fn probe(exe: &Path, ns: &Netns, addr: SocketAddr, o: &ProbeOpts) -> anyhow:
     if o.mldsa {
         cmd.arg("--mldsa");
     }
+    if o.h3 {
+        cmd.arg("--h3");
+    } else if let Some(alpn) = &o.alpn {
+        cmd.arg("--alpn").arg(alpn);
+    }
     if let Some(ca) = &o.cacert {
         cmd.arg("--cacert").arg(ca);
     }
@@ -120,6 +131,7 @@ pub fn probe(exe: &Path, ns: &Netns, addr: SocketAddr, o: &ProbeOpts) -> anyhow:
                 sigalg: s("sigalg"),
                 signature_bytes: c["signature_bytes"].as_u64().unwrap_or(0) as usize,
                 stapled: c["ocsp"]["present"].as_bool().unwrap_or(false),
+                alpn: s("alpn"),
                 connect_ms: ms(t, "connect"),
                 handshake_ms: ms(t, "handshake"),
                 ttfb_ms: ms(t, "ttfb"),

@@ -57,6 +57,10 @@ pub struct GatewaySpec {
     /// back off to 3, 6, 12 s), and a gateway that gives up on it closes a connection whose
     /// client already finished its side of the handshake and sent its request (issue 22).
     pub handshake_timeout_s: Option<u64>,
+    /// `[http3] enabled` (QUIC on the same port, UDP), with `retry = "never"`: no Retry round
+    /// trip, so a new client's address is unvalidated until its Handshake packets arrive and
+    /// the anti-amplification limit (3x the bytes received) applies to the server's first flight.
+    pub http3: bool,
 }
 
 /// The experiments' handshake and silent timeouts: the clients' own timeout (`probe --timeout`).
@@ -78,6 +82,9 @@ impl GatewaySpec {
             self.dynamic_records
         );
         let _ = writeln!(s, "[tls.tickets]\nearly_data = {}\n", self.early_data);
+        if self.http3 {
+            let _ = writeln!(s, "[http3]\nenabled = true\nretry = \"never\"\n");
+        }
         let _ = writeln!(
             s,
             "[[listener]]\nlisten = \"{}:{}\"\ntcp_fastopen = {}\n",
@@ -222,6 +229,7 @@ mod tests {
             }],
             bodies: vec![10],
             handshake_timeout_s: timeout,
+            http3: false,
         }
     }
 
@@ -234,5 +242,12 @@ mod tests {
         assert!(!spec(None).to_toml().contains("handshake_timeout"));
         assert_eq!(t.matches("[[site.certificate]]").count(), 2, "{t}");
         assert!(t.contains("chain = \"m.pem\"\nkey = \"m.key\"\nocsp = \"off\""), "{t}");
+        assert!(!t.contains("[http3]"));
+        let h3 = GatewaySpec {
+            http3: true,
+            ..spec(None)
+        }
+        .to_toml();
+        assert!(h3.contains("[http3]\nenabled = true\nretry = \"never\""), "{h3}");
     }
 }

@@ -13,6 +13,7 @@ pub mod client;
 pub mod conn_trace;
 pub mod dist;
 pub mod exp;
+pub mod first_flight;
 pub mod forward;
 pub mod gateway;
 pub mod handshake_timeline;

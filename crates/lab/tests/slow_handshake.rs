@@ -54,6 +54,7 @@ fn exchange(exe: &Path, timeout: Option<u64>) -> (Option<String>, Option<u64>, u
         }],
         bodies: vec![BODY],
         handshake_timeout_s: timeout,
+        http3: false,
     };
     let gw = Gateway::start(exe, &lab.b, &work, "gw", &spec).unwrap();
     lab.set_symmetric(LinkSpec::delay(ONE_WAY_MS)).unwrap();

@@ -1,4 +1,4 @@
-//! `tlsgate lab`: the network lab. `run NAME` runs an experiment (ttlb-pq, tricks) through the
+//! `tlsgate lab`: the network lab. `run NAME` runs an experiment (ttlb-pq, tricks, quic) through the
 //! user-space link emulator; `calibrate` measures the emulator; `up` holds a lab open for manual
 //! use until Ctrl-C. Needs root (namespaces, TUN devices).
 
@@ -30,10 +30,11 @@ enum LabCommand {
         /// Samples per cell (default 3 with --quick, else 20; 1 Mbit/s cells use half).
         #[arg(long)]
         samples: Option<usize>,
-        /// ttlb-pq: only these networks (repeat or comma-separate), e.g. 35ms-1g-loss10.
+        /// ttlb-pq, quic: only these networks (repeat or comma-separate), e.g. 35ms-1g-loss10;
+        /// quic: `amplification` names the anti-amplification sweep.
         #[arg(long = "network", value_delimiter = ',')]
         networks: Vec<String>,
-        /// ttlb-pq: only these response sizes in KiB (repeat or comma-separate), e.g. 200.
+        /// ttlb-pq, quic: only these response sizes in KiB (repeat or comma-separate), e.g. 200.
         #[arg(long = "sizes", value_delimiter = ',')]
         sizes: Vec<usize>,
     },
@@ -82,6 +83,9 @@ enum Experiment {
     TtlbPq,
     /// Seeds 001/003: records, TFO, resumption, stapling, TLS 1.2/1.3/0-RTT.
     Tricks,
+    /// Issue 19: HTTP/2 over TCP against HTTP/3 over QUIC under loss and delay, and the QUIC
+    /// anti-amplification limit against chain size.
+    Quic,
 }
 
 pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
@@ -109,6 +113,9 @@ pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
                 }
                 Experiment::Tricks => {
                     tlsgate_lab::exp::tricks::run(&opts)?;
+                }
+                Experiment::Quic => {
+                    tlsgate_lab::exp::quic::run(&opts)?;
                 }
             }
             println!("results in {}", out.display());

@@ -1,6 +1,7 @@
 //! `tlsgate lab run NAME --quick` end to end (needs root: namespaces and TUN devices): the files
 //! are written and parse, and the numbers obey what the protocols and the emulated link force
-//! (lower bounds in RTTs, bytes on the wire, the order of chain sizes at 1 Mbit/s, RTTs saved).
+//! (lower bounds in RTTs, bytes on the wire, the order of chain sizes at 1 Mbit/s, RTTs saved,
+//! QUIC's anti-amplification limit).
 
 use serde_json::Value;
 use std::path::Path;
@@ -219,4 +220,116 @@ fn tricks_quick() {
     assert!(f(ch, "p50_off_ms") >= 20.0 - 0.5, "{ch}");
     let tl = std::fs::read_to_string(dir.path().join("tricks-timelines.csv")).unwrap();
     assert!(tl.lines().filter(|l| l.contains("CertificateStatus")).count() >= 6);
+}
+
+#[test]
+fn quic_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = run_quick("quic", dir.path());
+    let samples = j["samples"].as_array().unwrap();
+    // 2 networks × 2 chains × 2 sizes × 2 transports × 3 samples.
+    assert_eq!(samples.len(), 48);
+    for s in samples {
+        // Every sample completes, the lossy network's too ("a lossy path still completes").
+        assert_eq!(s["error"], "", "{s}");
+        let (t, rtt) = (s["transport"].as_str().unwrap(), f(s, "rtt_ms"));
+        // The probe spoke the protocol asked for (ALPN h3 only over QUIC), a full handshake with
+        // the hybrid group.
+        assert_eq!(s["alpn"], t, "{s}");
+        assert_eq!(s["resumed"], false, "{s}");
+        assert_eq!(s["group"], "X25519MLKEM768", "{s}");
+        // Lower bounds: QUIC's handshake is one round trip (Initial/Handshake), TCP + TLS 1.3's
+        // two (SYN, then ClientHello); the request takes one more before its answer's first byte.
+        let (hs, ttfb) = if t == "h3" { (1.0, 2.0) } else { (2.0, 3.0) };
+        assert!(f(s, "handshake_ms") >= hs * rtt - 0.5, "{s}");
+        assert!(f(s, "ttfb_ms") >= ttfb * rtt - 0.5, "{s}");
+        assert!(f(s, "ttlb_ms") >= f(s, "ttfb_ms"), "{s}");
+        assert!(f(s, "down_bytes") >= f(s, "data_bytes"), "{s}");
+        if s["chain"] == "pq-16k" {
+            assert!((f(s, "chain_bytes") - 16384.0).abs() < 256.0, "{s}");
+        }
+    }
+    assert!(samples.iter().any(|s| s["transport"] == "h3" && f(s, "loss") > 0.0));
+    // Over the loss-free link QUIC's full handshake (one RTT) beats TCP + TLS 1.3's (two).
+    let cells = j["cells"].as_array().unwrap();
+    for c in cells.iter().filter(|c| c["chain"] == "ecdsa" && f(c, "loss") == 0.0) {
+        let twin = cells
+            .iter()
+            .find(|o| {
+                o["network"] == c["network"]
+                    && o["chain"] == c["chain"]
+                    && o["data_bytes"] == c["data_bytes"]
+                    && o["transport"] != c["transport"]
+            })
+            .unwrap();
+        let (h3, h2) = if c["transport"] == "h3" { (c, twin) } else { (twin, c) };
+        let p50 = |c: &Value| f(&c["handshake"], "p50");
+        assert!(p50(h3) + 0.5 * f(c, "rtt_ms") < p50(h2), "{h3} vs {h2}");
+    }
+    assert_eq!(j["comparisons"].as_array().unwrap().len(), 8);
+
+    // The anti-amplification sweep: what the tap saw before the client's address was validated.
+    let amp = &j["amplification"];
+    let rtt = f(amp, "rtt_ms");
+    for s in amp["samples"].as_array().unwrap() {
+        assert_eq!(s["error"], "", "{s}");
+        assert_eq!(s["alpn"], s["transport"], "{s}");
+        assert_eq!(s["traced"], true, "{s}");
+        let hs = f(s, "handshake_ms");
+        let later = f(s, "server_handshake_bytes_later");
+        // Each round of the server's handshake flight costs a round trip; TCP's SYN one more.
+        let rounds = f(s, "server_rounds");
+        assert!(rounds >= 1.0, "{s}");
+        if s["transport"] == "h3" {
+            // The limit: never more than 3× the client's Initial bytes before its answer (as
+            // quiche counts them: zero padding after a datagram's packets is not charged).
+            assert!(f(s, "client_first_bytes") >= 1200.0, "{s}");
+            assert!(f(s, "charged_ratio") <= 3.0 + 1e-9, "{s}");
+            assert!(hs >= rounds * rtt - 0.5, "{s}");
+        } else {
+            assert!(hs >= (rounds + 1.0) * rtt - 0.5, "{s}");
+        }
+        // Bytes held back go out only once the client's answer arrives: one more round trip.
+        if later > 0.0 {
+            let min = if s["transport"] == "h3" { 2.0 } else { 3.0 };
+            assert!(hs >= min * rtt - 0.5, "{s}");
+        }
+    }
+    let cells = amp["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3 * 2 * 2);
+    let cell = |t: &str, g: &str, kib: u64| {
+        cells
+            .iter()
+            .find(|c| c["transport"] == t && c["group"] == g && c["chain_kib"] == kib)
+            .unwrap_or_else(|| panic!("no cell {t} {g} {kib}"))
+    };
+    for g in ["X25519", "X25519MLKEM768"] {
+        // A 1 KiB chain fits in any first flight; a 16 KiB one fits neither in 3× a client's
+        // Initial datagrams (QUIC) nor in TCP's initcwnd of 10 segments (14,480 bytes).
+        for t in ["h2", "h3"] {
+            let small = cell(t, g, 1);
+            assert_eq!(small["verdict"], "fits", "{small}");
+            assert_eq!(f(small, "held_back"), 0.0, "{small}");
+        }
+        let q = cell("h3", g, 16);
+        assert!(q["verdict"].as_str().unwrap().starts_with("3× limit"), "{q}");
+        assert!(f(q, "server_handshake_bytes") > 3.0 * f(q, "client_first_bytes"), "{q}");
+        assert!(f(q, "extra_rtts") >= 1.0, "{q}");
+        let t = cell("h2", g, 16);
+        assert_eq!(t["verdict"], "initcwnd", "{t}");
+        assert!(f(t, "extra_rtts") >= 1.0, "{t}");
+    }
+    // The hybrid key share makes the ClientHello, and so the server's budget, larger.
+    assert!(
+        f(cell("h3", "X25519MLKEM768", 1), "client_first_bytes") > f(cell("h3", "X25519", 1), "client_first_bytes")
+    );
+    let svgs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .count();
+    assert_eq!(svgs, 5);
+    assert!(std::fs::read_to_string(dir.path().join("quic-amplification.svg"))
+        .unwrap()
+        .contains("<polyline"));
 }

@@ -88,7 +88,11 @@ impl QuicProber {
                     report.sessions_received = 1;
                     report.new_session_ticket = true;
                     report.new_session_early_data = self.plan.early_data;
-                    self.session = Some(session);
+                    // `--no-ticket`: every connection a full handshake (as over TCP, where TLS
+                    // 1.3 sessions are not offered again).
+                    if !self.plan.args.opts.no_ticket {
+                        self.session = Some(session);
+                    }
                 }
             }
             Ok(Err(e)) => report.error = Some(format!("{e:#}")),

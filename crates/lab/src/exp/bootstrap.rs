@@ -1,6 +1,7 @@
 //! The run-to-run spread of a percentile difference: a percentile bootstrap of the increase of
 //! one sample's p50/p75/p90 over another's (both resampled with replacement, independently), so
-//! a table can say whether a difference is larger than what repeating the run would move it.
+//! a table can say whether a difference is larger than what repeating the run would move it; and
+//! the same for a median alone.
 
 use crate::measure::percentile;
 use crate::report::pct_increase;
@@ -33,6 +34,25 @@ pub fn increase_ci(a: &[f64], b: &[f64]) -> [[f64; 2]; 3] {
     incs.map(|v| [percentile(&v, 2.5), percentile(&v, 97.5)])
 }
 
+/// 95 % interval `[lo, hi]` of the median of `v` (percentile bootstrap, resampled with
+/// replacement); NaN for an empty sample. Deterministic like [`increase_ci`].
+pub fn median_ci(v: &[f64]) -> [f64; 2] {
+    if v.is_empty() {
+        return [f64::NAN; 2];
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x7e57);
+    let mut r = vec![0.0; v.len()];
+    let meds: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            for x in r.iter_mut() {
+                *x = v[rng.random_range(0..v.len())];
+            }
+            percentile(&r, 50.0)
+        })
+        .collect();
+    [percentile(&meds, 2.5), percentile(&meds, 97.5)]
+}
+
 /// True when the interval excludes zero (the difference is outside the run-to-run spread).
 pub fn significant(ci: [f64; 2]) -> bool {
     ci[0] > 0.0 || ci[1] < 0.0
@@ -54,5 +74,14 @@ mod tests {
         let same = increase_ci(&a, &a);
         assert!(!significant(same[0]), "{same:?}");
         assert!(increase_ci(&[], &a)[0][0].is_nan());
+    }
+
+    #[test]
+    fn a_median_interval_holds_the_median() {
+        let a: Vec<f64> = (0..101).map(f64::from).collect();
+        let [lo, hi] = median_ci(&a);
+        assert!(lo < 50.0 && hi > 50.0 && lo > 30.0 && hi < 70.0, "{lo} {hi}");
+        assert_eq!(median_ci(&[7.0; 5]), [7.0, 7.0]);
+        assert!(median_ci(&[])[0].is_nan());
     }
 }

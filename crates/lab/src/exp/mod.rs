@@ -1,6 +1,9 @@
 //! The experiments (`tlsgate lab run NAME`): common options and the network settings they use.
 
 mod bootstrap;
+pub mod quic;
+pub mod quic_model;
+mod quic_report;
 pub mod tricks;
 mod tricks_model;
 mod tricks_report;
@@ -29,10 +32,10 @@ pub struct RunOpts {
     pub samples: Option<usize>,
     /// Print progress on stderr.
     pub verbose: bool,
-    /// ttlb-pq: run only the networks whose name is listed (empty: all), e.g. `35ms-1g-loss10`
-    /// to give one cell many more samples.
+    /// ttlb-pq and quic: run only the networks whose name is listed (empty: all), e.g.
+    /// `35ms-1g-loss10` to give one cell many more samples (quic: `amplification` = the sweep).
     pub networks: Vec<String>,
-    /// ttlb-pq: run only these response sizes, KiB (empty: each network's own list).
+    /// ttlb-pq and quic: run only these response sizes, KiB (empty: each network's own list).
     pub sizes_kib: Vec<usize>,
 }
 

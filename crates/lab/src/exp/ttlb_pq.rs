@@ -213,6 +213,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         sites,
         bodies,
         handshake_timeout_s: handshake_timeout(),
+        http3: false,
     };
     // The quick profile keeps to the four padded-chain variants and one lane; a lane beyond a
     // slow cell's sample count would idle.
