@@ -11,8 +11,9 @@ use std::time::Duration;
 use tlsgate_testkit::Origin;
 
 /// Accepts one client, relays it to `target` with a small MSS, and records the length of every
-/// application-data record (type 23) the target sends.
-fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<()>) {
+/// application-data record (type 23) the target sends. With `stall`, a small receive buffer,
+/// and a pause in reading of that long after every MiB (the target's writes block meanwhile).
+fn relay(target: u16, stall: Option<Duration>) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let records = Arc::new(Mutex::new(Vec::new()));
@@ -21,6 +22,9 @@ fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<(
         let (mut client, _) = listener.accept().unwrap();
         let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         socket.set_tcp_mss(1400).unwrap();
+        if stall.is_some() {
+            socket.set_recv_buffer_size(64 << 10).unwrap();
+        }
         socket
             .connect(&std::net::SocketAddr::from(([127, 0, 0, 1], target)).into())
             .unwrap();
@@ -33,7 +37,14 @@ fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<(
         // Server -> client, parsing record headers on the way.
         let mut pending: Vec<u8> = Vec::new();
         let mut buf = [0u8; 65536];
+        let mut relayed = 0usize;
         loop {
+            if let Some(pause) = stall {
+                if relayed >= 1 << 20 {
+                    std::thread::sleep(pause);
+                    relayed = 0;
+                }
+            }
             let n = match server.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
@@ -41,6 +52,7 @@ fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<(
             if client.write_all(&buf[..n]).is_err() {
                 break;
             }
+            relayed += n;
             pending.extend_from_slice(&buf[..n]);
             while pending.len() >= 5 {
                 let len = u16::from_be_bytes([pending[3], pending[4]]) as usize;
@@ -60,7 +72,11 @@ fn relay(target: u16) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<(
 }
 
 fn fetch_through_relay(f: &common::Fixture, bytes: usize) -> Vec<usize> {
-    let (port, records, handle) = relay(f.https);
+    fetch_through(f, bytes, None)
+}
+
+fn fetch_through(f: &common::Fixture, bytes: usize, stall: Option<Duration>) -> Vec<usize> {
+    let (port, records, handle) = relay(f.https, stall);
     let url = format!("https://localhost:{port}/big?n={bytes}");
     let ca = f.pki.ca_file();
     let out = tlsgate_testkit::run(
@@ -142,4 +158,22 @@ fn fixed_size_records_when_dynamic_sizing_is_off() {
         &records[..4]
     );
     assert!(f.gw.metric("tlsgate_tls_record_writes_total", &["phase=\"fixed\""]) >= 1.0);
+}
+
+/// A write that stays blocked longer than `dynamic_records_idle` (a client that stops reading,
+/// a path losing packets) must finish with the record BoringSSL already sealed: the ramp may
+/// restart only after it. Shrinking the size under the pending record made BoringSSL refuse the
+/// retry (SSL_R_BAD_WRITE_RETRY) and the gateway cut the response short.
+#[test]
+fn a_write_blocked_longer_than_the_idle_time_finishes_whole() {
+    let origin = Origin::start("o");
+    let f = common::start("", &big_route(&origin));
+    // Full-size records by the first stall; each stall (1.5 s) outlasts the 1 s idle time.
+    let records = fetch_through(&f, 4 << 20, Some(Duration::from_millis(1500)));
+    assert!(
+        records.iter().any(|&len| len >= 16_384),
+        "{:?}",
+        &records[..records.len().min(60)]
+    );
+    assert!(!f.gw.log().contains("BAD_WRITE_RETRY"), "{}", f.gw.log());
 }

@@ -88,6 +88,9 @@ pub struct RecordSizer {
     /// being written.
     interim: Option<Arc<InterimQueue>>,
     draining: Option<Bytes>,
+    /// The last write returned `Pending`: BoringSSL holds a sealed record that must be retried
+    /// whole, so the record size may not change until it is sent.
+    write_pending: bool,
 }
 
 impl RecordSizer {
@@ -117,6 +120,7 @@ impl RecordSizer {
             writes: None,
             interim: None,
             draining: None,
+            write_pending: false,
         }
     }
 
@@ -208,8 +212,17 @@ impl RecordSizer {
     /// Writes `buf` in records of the current size.
     fn write_sized(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let now = Instant::now();
-        let phase = self.adjust(now, buf.len());
+        // A record sealed but not yet sent is retried whole: BoringSSL refuses a retry shorter
+        // than it (SSL_R_BAD_WRITE_RETRY), which a size shrunk meanwhile would make (a write
+        // blocked longer than `dynamic_records_idle` restarts the ramp). So no new decision
+        // until that write is done.
+        let phase = if self.write_pending {
+            self.phase
+        } else {
+            self.adjust(now, buf.len())
+        };
         let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.write_pending = res.is_pending();
         self.check_confirmed();
         if let Poll::Ready(Ok(n)) = &res {
             self.sent_since_reset += n;
