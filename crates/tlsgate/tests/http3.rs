@@ -9,26 +9,12 @@ mod h3_env;
 mod keyless_env;
 mod udp_relay;
 
-use h3_env::{client, h3client};
+use h3_env::{client, h3client, http3, to_origin};
 use serde_json::Value;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::time::Duration;
 use tlsgate_testkit::{free_port, Origin};
-
-/// An `[http3]` section with HTTP/3 on and `extra` lines.
-fn http3(extra: &str) -> String {
-    format!("[http3]\nenabled = true\n{extra}\n")
-}
-
-/// Routes everything but `/hello` to `origin`.
-fn to_origin(origin: &Origin) -> String {
-    format!(
-        "{}{}",
-        common::upstream_route(None, "/", "o"),
-        common::upstream("o", &[origin.addr()], "")
-    )
-}
 
 #[test]
 fn get_and_post_reach_the_origin_over_http3() {

@@ -39,8 +39,10 @@
 
 mod common;
 mod console_cdp;
+mod h3_env;
 
 use console_cdp::Browser;
+use h3_env::{http3, to_origin};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -138,20 +140,6 @@ fn quic_closes(netlog: &Path) -> Vec<String> {
         }
     }
     out
-}
-
-/// `[http3]` on, with `extra` lines.
-fn http3(extra: &str) -> String {
-    format!("[http3]\nenabled = true\n{extra}\n")
-}
-
-/// Routes everything but `/hello` to `origin`.
-fn to_origin(origin: &Origin) -> String {
-    format!(
-        "{}{}",
-        common::upstream_route(None, "/", "o"),
-        common::upstream("o", &[origin.addr()], "")
-    )
 }
 
 fn requests(f: &common::Fixture, protocol: &str) -> f64 {

@@ -66,11 +66,7 @@ impl Setup {
     /// [`Self::config`] with HTTP/3 on and everything but `/hello` routed to `origin`.
     fn h3_config(&self, workers: usize, origin: &Origin) -> String {
         let certs = common::existing_site_certs(&self.pki);
-        let routes = format!(
-            "{}{}",
-            common::upstream_route(None, "/", "o"),
-            common::upstream("o", &[origin.addr()], "")
-        );
+        let routes = h3_env::to_origin(origin);
         // A cluster secret gives both processes the same stateless-reset key: a reset from the
         // successor for the old process's connection would end it at the client at once.
         let secret = self.dir.path().join("cluster.key");

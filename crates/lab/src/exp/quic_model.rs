@@ -123,22 +123,22 @@ pub struct Row {
     /// Error text if the connection failed, else empty.
     pub error: String,
     /// TCP connect + TLS handshake, or the QUIC handshake, ms.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub handshake_ms: f64,
     /// Time to the response head, from the start, ms.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub ttfb_ms: f64,
     /// Time to the last body byte, from the start, ms.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub ttlb_ms: f64,
     /// `handshake_ms / rtt_ms`.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub handshake_rtts: f64,
     /// `ttfb_ms / rtt_ms`.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub ttfb_rtts: f64,
     /// `ttlb_ms / rtt_ms`.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub ttlb_rtts: f64,
     /// IP bytes server → client per connection (average over the probe run).
     pub down_bytes: u64,
@@ -166,24 +166,19 @@ pub struct AmpRow {
     /// Error text, else empty.
     pub error: String,
     /// Handshake, ms.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub handshake_ms: f64,
     /// Handshake in RTTs.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub handshake_rtts: f64,
     /// TTFB in RTTs.
-    #[serde(deserialize_with = "nan_if_null")]
+    #[serde(deserialize_with = "super::ttlb_pq_model::nan_if_null")]
     pub ttfb_rtts: f64,
     /// The packet tap held the connection whole (else `flight` is empty).
     pub traced: bool,
     /// What the tap saw of its first flights.
     #[serde(flatten)]
     pub flight: FirstFlight,
-}
-
-/// A time that JSON wrote as `null` (a failed sample's NaN) reads back as NaN.
-fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Summary of one cell and transport.

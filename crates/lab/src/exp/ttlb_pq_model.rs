@@ -121,7 +121,7 @@ pub struct Row {
 }
 
 /// A time that JSON wrote as `null` (a failed sample's NaN) reads back as NaN.
-fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(crate) fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 

@@ -1,5 +1,6 @@
 //! quic-go's HTTP/3 client (tests/go/h3client), a client tlsgate did not write, built once per
-//! test binary with `go build`, and a runner returning its JSON lines.
+//! test binary with `go build`, a runner returning its JSON lines, and the configuration pieces
+//! the HTTP/3 tests share (needs the test binary's `common` module).
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -49,4 +50,18 @@ pub fn client(ca: &Path, args: &[&str]) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", out.all())))
         .collect()
+}
+
+/// An `[http3]` section with HTTP/3 on and `extra` lines.
+pub fn http3(extra: &str) -> String {
+    format!("[http3]\nenabled = true\n{extra}\n")
+}
+
+/// Routes everything but `/hello` to `origin`.
+pub fn to_origin(origin: &tlsgate_testkit::Origin) -> String {
+    format!(
+        "{}{}",
+        crate::common::upstream_route(None, "/", "o"),
+        crate::common::upstream("o", &[origin.addr()], "")
+    )
 }
