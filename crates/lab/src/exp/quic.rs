@@ -14,7 +14,7 @@
 //! counts what each side sent before it heard from the other.
 
 use super::bootstrap::{increase_ci, median_ci};
-use super::quic_model::{main_chains, sweep_chain, sweep_kib, CLASSICAL, HYBRID};
+use super::quic_model::{main_chains, sweep_chain, sweep_kib, CLASSICAL, HYBRID, RATE_MBPS, SWEEP_RTT_MS};
 pub use super::quic_model::{AmpCell, AmpRow, Cell, Chain, Comparison, Row, Transport};
 use super::ttlb_pq::{handshake_timeout, lanes, tempdir};
 use super::ttlb_pq_lane::{share, Failure};
@@ -29,11 +29,6 @@ use crate::{Lab, LabOptions, LinkSpec};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Link rate of every network, each direction, Mbit/s: well under what the forwarder carries on
-/// this host, so the link, not the CPU, sets the pace of a 1 MiB response.
-pub const RATE_MBPS: f64 = 100.0;
-/// RTT of the anti-amplification sweep, ms (loss-free).
-pub const SWEEP_RTT_MS: f64 = 50.0;
 /// The name that selects the sweep in `--network`.
 pub const SWEEP: &str = "amplification";
 /// Body of the sweep's responses, bytes.

@@ -86,6 +86,11 @@ pub fn sweep_chain(kib: usize) -> Chain {
     Chain::new(&format!("amp-{kib}k"), kib * 1024)
 }
 
+/// Link rate of every network, each direction, Mbit/s: well under what the forwarder carries on
+/// this host, so the link, not the CPU, sets the pace of a 1 MiB response.
+pub const RATE_MBPS: f64 = 100.0;
+/// RTT of the anti-amplification sweep, ms (loss-free).
+pub const SWEEP_RTT_MS: f64 = 50.0;
 /// The hybrid group every main-matrix sample offers.
 pub const HYBRID: &str = "X25519MLKEM768";
 /// The classical group the sweep compares it with.

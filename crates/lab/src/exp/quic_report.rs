@@ -3,8 +3,7 @@
 //! the change of TTLB, handshake round trips against chain size).
 
 use super::bootstrap::significant;
-use super::quic::{RATE_MBPS, SWEEP_RTT_MS};
-use super::quic_model::{AmpCell, Cell, Comparison, Row, Transport, CLASSICAL, HYBRID};
+use super::quic_model::{AmpCell, Cell, Comparison, Row, Transport, CLASSICAL, HYBRID, RATE_MBPS, SWEEP_RTT_MS};
 use super::ttlb_pq_lane::Failure;
 use super::ttlb_pq_report;
 use crate::report::f1;
