@@ -27,7 +27,7 @@ pub use admin::AdminConfig;
 pub use cluster::{ClusterConfig, ControlConfig, RedisMode, StoreKind};
 pub use ech::EchConfig;
 pub use handshake_budget::{HandshakeBudgetConfig, OverBudget};
-pub use http3::{Http3Config, RetryMode};
+pub use http3::{CongestionControl, Http3Config, RetryMode};
 pub use keyless::{DelegatedCredentialsConfig, KeyServerPoolConfig, KeylessConfig};
 pub use log::{LogConfig, LogFormat};
 pub use ratelimit::{RateLimitConfig, RateLimitKey, RateLimitScope};

@@ -61,6 +61,8 @@ pub struct GatewaySpec {
     /// trip, so a new client's address is unvalidated until its Handshake packets arrive and
     /// the anti-amplification limit (3x the bytes received) applies to the server's first flight.
     pub http3: bool,
+    /// `[http3] congestion_control` (`bbr2`, `cubic`, `reno`); `None` = the gateway's default.
+    pub quic_congestion_control: Option<String>,
 }
 
 /// The experiments' handshake and silent timeouts: the clients' own timeout (`probe --timeout`).
@@ -83,7 +85,11 @@ impl GatewaySpec {
         );
         let _ = writeln!(s, "[tls.tickets]\nearly_data = {}\n", self.early_data);
         if self.http3 {
-            let _ = writeln!(s, "[http3]\nenabled = true\nretry = \"never\"\n");
+            let _ = writeln!(s, "[http3]\nenabled = true\nretry = \"never\"");
+            if let Some(cc) = &self.quic_congestion_control {
+                let _ = writeln!(s, "congestion_control = \"{cc}\"");
+            }
+            let _ = writeln!(s);
         }
         let _ = writeln!(
             s,
@@ -230,6 +236,7 @@ mod tests {
             bodies: vec![10],
             handshake_timeout_s: timeout,
             http3: false,
+            quic_congestion_control: None,
         }
     }
 
@@ -245,6 +252,7 @@ mod tests {
         assert!(!t.contains("[http3]"));
         let h3 = GatewaySpec {
             http3: true,
+            quic_congestion_control: None,
             ..spec(None)
         }
         .to_toml();

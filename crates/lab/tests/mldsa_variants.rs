@@ -25,6 +25,7 @@ fn mldsa_variants_get_mldsa_chains_and_the_others_ecdsa() {
         verbose: false,
         networks: vec!["35ms-1g".into()],
         sizes_kib: vec![0],
+        quic_congestion_control: None,
     };
     let cells = ttlb_pq::run(&opts).unwrap();
     let json: serde_json::Value =

@@ -55,6 +55,7 @@ fn exchange(exe: &Path, timeout: Option<u64>) -> (Option<String>, Option<u64>, u
         bodies: vec![BODY],
         handshake_timeout_s: timeout,
         http3: false,
+        quic_congestion_control: None,
     };
     let gw = Gateway::start(exe, &lab.b, &work, "gw", &spec).unwrap();
     lab.set_symmetric(LinkSpec::delay(ONE_WAY_MS)).unwrap();

@@ -37,6 +37,10 @@ enum LabCommand {
         /// ttlb-pq, quic: only these response sizes in KiB (repeat or comma-separate), e.g. 200.
         #[arg(long = "sizes", value_delimiter = ',')]
         sizes: Vec<usize>,
+        /// quic: the gateway's QUIC congestion controller (bbr2, cubic, reno; default: the
+        /// gateway's own, bbr2).
+        #[arg(long = "quic-cc")]
+        quic_cc: Option<String>,
     },
     /// Measure the emulator: added latency, RTT bias, largest forwarding rate, rate accuracy.
     Calibrate {
@@ -97,6 +101,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
             samples,
             networks,
             sizes,
+            quic_cc,
         } => {
             let opts = RunOpts {
                 exe: std::env::current_exe()?,
@@ -106,6 +111,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<ExitCode> {
                 verbose: true,
                 networks: networks.clone(),
                 sizes_kib: sizes.clone(),
+                quic_congestion_control: quic_cc.clone(),
             };
             match name {
                 Experiment::TtlbPq => {

@@ -42,6 +42,45 @@ pub struct Http3Config {
     pub max_field_section_size: u64,
     /// Largest UDP payload the gateway sends, bytes (1200..=1452; 1350 fits common tunnels).
     pub max_udp_payload: usize,
+    /// quiche's congestion controller for the gateway's sending side.
+    pub congestion_control: CongestionControl,
+    /// Send packets no earlier than the congestion controller's release time (pacing) instead
+    /// of in bursts of the whole window. Only BBRv2 computes release times; CUBIC and Reno in
+    /// quiche do not pace.
+    pub pacing: bool,
+}
+
+/// quiche's congestion controllers (`[http3] congestion_control`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CongestionControl {
+    /// BBRv2 (quiche's `gcongestion` port of Chromium's): model-based, paced, tolerant of random
+    /// loss.
+    Bbr2,
+    /// CUBIC (RFC 9438), loss-based, quiche's default; not paced by quiche.
+    Cubic,
+    /// NewReno (RFC 9002), loss-based; not paced by quiche.
+    Reno,
+}
+
+impl CongestionControl {
+    /// quiche's name for it.
+    pub fn quiche_name(self) -> &'static str {
+        match self {
+            Self::Bbr2 => "bbr2_gcongestion",
+            Self::Cubic => "cubic",
+            Self::Reno => "reno",
+        }
+    }
+
+    /// The name in the configuration (and in metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bbr2 => "bbr2",
+            Self::Cubic => "cubic",
+            Self::Reno => "reno",
+        }
+    }
 }
 
 /// When a new QUIC client must first prove its address with a Retry token.
@@ -72,6 +111,8 @@ impl Default for Http3Config {
             initial_connection_window: 1024 * 1024,
             max_field_section_size: 16 * 1024,
             max_udp_payload: 1350,
+            congestion_control: CongestionControl::Bbr2,
+            pacing: true,
         }
     }
 }

@@ -130,4 +130,27 @@ mod tests {
         }
         assert!(issues("[http3]\nenabled = true\nretry = \"always\"\nretry_threshold = 0").is_empty());
     }
+
+    #[test]
+    fn congestion_control_names_quiche_s_controllers() {
+        let parse = |line: &str| {
+            crate::parse(&format!(
+                "[[listener]]\nlisten = \"127.0.0.1:8443\"\n[http3]\nenabled = true\n{line}"
+            ))
+        };
+        let default = parse("").unwrap();
+        assert_eq!(default.http3.congestion_control, crate::CongestionControl::Bbr2);
+        assert!(default.http3.pacing);
+        for (name, cc) in [
+            ("bbr2", crate::CongestionControl::Bbr2),
+            ("cubic", crate::CongestionControl::Cubic),
+            ("reno", crate::CongestionControl::Reno),
+        ] {
+            let c = parse(&format!("congestion_control = \"{name}\"\npacing = false")).unwrap();
+            assert_eq!((c.http3.congestion_control, c.http3.pacing), (cc, false));
+            assert_eq!(cc.as_str(), name);
+        }
+        let err = parse("congestion_control = \"bbr3\"").unwrap_err().to_string();
+        assert!(err.contains("congestion_control") || err.contains("bbr3"), "{err}");
+    }
 }

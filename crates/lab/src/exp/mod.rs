@@ -37,6 +37,9 @@ pub struct RunOpts {
     pub networks: Vec<String>,
     /// ttlb-pq and quic: run only these response sizes, KiB (empty: each network's own list).
     pub sizes_kib: Vec<usize>,
+    /// quic: the gateway's QUIC congestion controller (`[http3] congestion_control`); `None` =
+    /// its default.
+    pub quic_congestion_control: Option<String>,
 }
 
 impl RunOpts {

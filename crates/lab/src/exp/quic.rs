@@ -205,8 +205,9 @@ impl Lane {
     }
 }
 
-/// The gateway of a set of chains (one site each), HTTP/3 on, no Retry.
-fn spec(sites: Vec<Site>, bodies: Vec<usize>, port: u16, admin_port: u16) -> GatewaySpec {
+/// The gateway of a set of chains (one site each), HTTP/3 on, no Retry, the run's QUIC
+/// congestion controller.
+fn spec(opts: &RunOpts, sites: Vec<Site>, bodies: Vec<usize>, port: u16, admin_port: u16) -> GatewaySpec {
     GatewaySpec {
         port,
         admin_port,
@@ -217,6 +218,7 @@ fn spec(sites: Vec<Site>, bodies: Vec<usize>, port: u16, admin_port: u16) -> Gat
         bodies,
         handshake_timeout_s: handshake_timeout(),
         http3: true,
+        quic_congestion_control: opts.quic_congestion_control.clone(),
     }
 }
 
@@ -254,7 +256,7 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
     std::fs::write(work.join("ca.pem"), &ca.pem)?;
     let chains = main_chains();
     let main_sites = sites(&ca, work, &chains)?;
-    let main_spec = spec(main_sites, sizes.clone(), 443, 9090);
+    let main_spec = spec(opts, main_sites, sizes.clone(), 443, 9090);
     let n = opts.samples(false);
     let lane0 = Lane::start(opts, work, &main_spec, 0)?;
     opts.log(&format!(
@@ -387,6 +389,12 @@ fn run_in(opts: &RunOpts, work: &Path) -> anyhow::Result<QuicRun> {
         samples: n,
         lanes: k,
         wall_s,
+        quic_cc: opts
+            .quic_congestion_control
+            .clone()
+            .unwrap_or_else(|| "default (bbr2)".into()),
+        tcp_cc: std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+            .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
     };
     std::fs::write(
         opts.out.join("quic.md"),
@@ -431,7 +439,7 @@ fn select(opts: &RunOpts) -> anyhow::Result<(Vec<Network>, Vec<usize>, bool)> {
 fn run_sweep(opts: &RunOpts, lane: &Lane, ca: &Ca, work: &Path, n: usize) -> anyhow::Result<Vec<AmpRow>> {
     let kibs = sweep_kib(opts.quick);
     let chains: Vec<Chain> = kibs.iter().map(|&k| sweep_chain(k)).collect();
-    let gw_spec = spec(sites(ca, work, &chains)?, vec![SWEEP_BODY], 444, 9091);
+    let gw_spec = spec(opts, sites(ca, work, &chains)?, vec![SWEEP_BODY], 444, 9091);
     let gw = Gateway::start(&opts.exe, &lane.lab.b, work, "gateway-sweep", &gw_spec)?;
     let net = Network::new("sweep", SWEEP_RTT_MS, RATE_MBPS, 0.0);
     net.apply(&lane.lab)?;
@@ -651,6 +659,7 @@ mod tests {
             verbose: false,
             networks: networks.iter().map(|s| s.to_string()).collect(),
             sizes_kib: sizes.to_vec(),
+            quic_congestion_control: None,
         }
     }
 

@@ -22,6 +22,10 @@ pub struct RunInfo {
     pub lanes: usize,
     /// Wall time, s.
     pub wall_s: f64,
+    /// The gateway's QUIC congestion controller (`[http3] congestion_control`).
+    pub quic_cc: String,
+    /// The kernel's TCP congestion controller (`net.ipv4.tcp_congestion_control`).
+    pub tcp_cc: String,
 }
 
 /// `a [lo–hi]`.
@@ -72,8 +76,9 @@ pub fn markdown(
          (`h3/QUIC`, `tlsgate probe --h3`), every connection a full handshake (`--no-ticket`) \
          offering {HYBRID}, through the lab's emulated link ({RATE_MBPS} Mbit/s each way; loss per \
          packet in each direction) to one gateway serving both (`[http3] retry = \"never\"`). \
+         Congestion control: QUIC `{}` (the gateway's), TCP `{}` (the kernel's). \
          {} samples per cell and transport; lossy cells over {} lane(s); {:.0} s in all.\n",
-        info.samples, info.lanes, info.wall_s
+        info.quic_cc, info.tcp_cc, info.samples, info.lanes, info.wall_s
     );
     let _ = writeln!(
         s,

@@ -240,6 +240,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Trick>> {
         bodies: bodies.clone(),
         handshake_timeout_s: Some(LAB_HANDSHAKE_TIMEOUT_S),
         http3: false,
+        quic_congestion_control: None,
     };
     let dynamic = Gateway::start(&opts.exe, &lab.b, &work, "dynamic", &mk(443, 9090, true))?;
     let fixed = Gateway::start(&opts.exe, &lab.b, &work, "fixed", &mk(444, 9091, false))?;

@@ -214,6 +214,7 @@ pub fn run(opts: &RunOpts) -> anyhow::Result<Vec<Cell>> {
         bodies,
         handshake_timeout_s: handshake_timeout(),
         http3: false,
+        quic_congestion_control: None,
     };
     // The quick profile keeps to the four padded-chain variants and one lane; a lane beyond a
     // slow cell's sample count would idle.
@@ -313,6 +314,7 @@ pub fn rerender(dir: &std::path::Path) -> anyhow::Result<Vec<Cell>> {
         verbose: false,
         networks: vec![],
         sizes_kib: vec![],
+        quic_congestion_control: None,
     };
     reports(&cells, &rows, &failures, &opts)?;
     Ok(cells)

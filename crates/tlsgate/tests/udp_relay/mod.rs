@@ -2,14 +2,16 @@
 //! relay talks to the server from a fresh source port whenever [`Relay::rebind`] is called (as a
 //! NAT whose mapping expired does), and still passes back what the server sends to any of its
 //! former ports. The server sees one connection's packets arrive from ever new addresses.
+//! [`Relay::start_delayed`] also delays what the client sends by a fixed time (a path with that
+//! much one-way delay) and records when each of the server's datagrams arrived.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Shared {
     stop: AtomicBool,
@@ -19,6 +21,8 @@ struct Shared {
     relayed: Mutex<HashMap<u16, usize>>,
     /// Datagrams the server sent back, by the relay's port they reached.
     answered: Mutex<HashMap<u16, usize>>,
+    /// When each of the server's datagrams arrived.
+    arrivals: Mutex<Vec<Instant>>,
 }
 
 /// The relay; stops its threads when dropped.
@@ -37,6 +41,12 @@ fn socket() -> UdpSocket {
 impl Relay {
     /// Relays between a new local address (`addr()`) and `server`.
     pub fn start(server: SocketAddr) -> Self {
+        Self::start_delayed(server, Duration::ZERO)
+    }
+
+    /// Relays between a new local address (`addr()`) and `server`, passing what the client
+    /// sends on `delay` after it arrived (in order).
+    pub fn start_delayed(server: SocketAddr, delay: Duration) -> Self {
         let front = Arc::new(socket());
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -44,22 +54,32 @@ impl Relay {
             upstream: Mutex::new(Arc::new(socket())),
             relayed: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
+            arrivals: Mutex::new(Vec::new()),
         });
         let relay = Self {
             front: front.clone(),
             shared: shared.clone(),
             threads: Mutex::new(Vec::new()),
         };
+        // The delay line: datagrams with the time they are due, sent in arrival order.
+        let (line, due) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let sender = shared.clone();
+        relay.threads.lock().unwrap().push(std::thread::spawn(move || {
+            while let Ok((at, datagram)) = due.recv() {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                let up = sender.upstream.lock().unwrap().clone();
+                if up.send_to(&datagram, server).is_ok() {
+                    let port = up.local_addr().unwrap().port();
+                    *sender.relayed.lock().unwrap().entry(port).or_default() += 1;
+                }
+            }
+        }));
         relay.threads.lock().unwrap().push(std::thread::spawn(move || {
             let mut buf = vec![0u8; 65_536];
             while !shared.stop.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = front.recv_from(&mut buf) {
                     *shared.client.lock().unwrap() = Some(from);
-                    let up = shared.upstream.lock().unwrap().clone();
-                    if up.send_to(&buf[..n], server).is_ok() {
-                        let port = up.local_addr().unwrap().port();
-                        *shared.relayed.lock().unwrap().entry(port).or_default() += 1;
-                    }
+                    let _ = line.send((Instant::now() + delay, buf[..n].to_vec()));
                 }
             }
         }));
@@ -76,6 +96,7 @@ impl Relay {
             let mut buf = vec![0u8; 65_536];
             while !shared.stop.load(Ordering::Relaxed) {
                 if let Ok((n, _)) = up.recv_from(&mut buf) {
+                    shared.arrivals.lock().unwrap().push(Instant::now());
                     *shared.answered.lock().unwrap().entry(port).or_default() += 1;
                     if let Some(client) = *shared.client.lock().unwrap() {
                         let _ = front.send_to(&buf[..n], client);
@@ -100,6 +121,11 @@ impl Relay {
     /// How many of the relay's source ports the server answered.
     pub fn ports_answered(&self) -> usize {
         self.shared.answered.lock().unwrap().len()
+    }
+
+    /// When each of the server's datagrams arrived, in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.shared.arrivals.lock().unwrap().clone()
     }
 
     /// Datagrams relayed each way, by the relay's port: (to the server, from the server).

@@ -109,14 +109,19 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
     let mut shutdown = gateway.shutdown_signal();
     let mut draining = false;
     let mut drain_deadline: Option<Instant> = None;
-    let mut sent = Sent::default();
+    let mut sent = Sent::new(generation.config.http3.pacing);
     loop {
-        send::flush(&mut conn, &socket, &mut sent).await;
+        let release = send::flush(&mut conn, &socket, &mut sent).await;
         if conn.is_closed() {
             break;
         }
         let now = Instant::now();
         let mut wait = conn.timeout().unwrap_or(Duration::from_secs(60));
+        if let Some(at) = release {
+            // A packet held for pacing: the loop flushes again at its time (`on_timeout` is a
+            // no-op for quiche when none of its timers ran out).
+            wait = wait.min(at.saturating_duration_since(now));
+        }
         if !counted_handshake {
             wait = wait.min(handshake_deadline.saturating_duration_since(now));
         }
@@ -221,6 +226,7 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
         m::metrics().rtt.get_or_create(&labels).observe(path.rtt.as_secs_f64());
     }
     m::udp_sent(stats.sent as u64, sent.calls);
+    m::paced_waits(sent.paced_waits);
     let _ = done.send(ids);
 }
 

@@ -1,7 +1,8 @@
 //! The QUIC listener's metrics, labelled `protocol="h3"` so dashboards put them beside the TCP
 //! path's: handshakes (by site, resumption and 0-RTT), handshake failures, what happened to
 //! datagrams that reached no connection, and per connection at its end its lost packets and
-//! smoothed RTT, and the UDP datapath's datagrams per system call (GSO/GRO at work). Requests
+//! smoothed RTT, the UDP datapath's datagrams per system call (GSO/GRO at work) and the waits
+//! for a paced packet's release time. Requests
 //! are counted by the access log (`requests_total{protocol="h3"}`).
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -75,6 +76,9 @@ pub struct QuicMetrics {
     pub udp_datagrams: Family<DirectionLabels, Counter>,
     /// The system calls that moved them (with GSO/GRO one call carries several datagrams).
     pub udp_calls: Family<DirectionLabels, Counter>,
+    /// Times a connection held a packet until the congestion controller's release time
+    /// (pacing), counted as each connection ends.
+    pub paced_waits: Family<ProtocolLabels, Counter>,
 }
 
 /// The metrics (they outlive configuration generations).
@@ -87,6 +91,7 @@ pub fn metrics() -> &'static QuicMetrics {
         rtt: Family::new_with_constructor(rtt_histogram),
         udp_datagrams: Family::default(),
         udp_calls: Family::default(),
+        paced_waits: Family::default(),
     });
     &METRICS
 }
@@ -125,6 +130,14 @@ fn udp(direction: &'static str, datagrams: u64, calls: u64) {
 /// Counts what a connection sent (at its end).
 pub fn udp_sent(datagrams: u64, calls: u64) {
     udp("sent", datagrams, calls);
+}
+
+/// Counts a connection's waits for a paced packet's release time (at its end).
+pub fn paced_waits(waits: u64) {
+    metrics()
+        .paced_waits
+        .get_or_create(&ProtocolLabels { protocol: PROTOCOL })
+        .inc_by(waits);
 }
 
 /// Counts what an endpoint received (in batches, not per datagram).
@@ -170,5 +183,11 @@ pub fn register(registry: &mut Registry) {
         "quic_udp_calls",
         "System calls that sent or received them: with UDP GSO/GRO one call carries several",
         m.udp_calls.clone(),
+    );
+    registry.register(
+        "quic_paced_waits",
+        "Times a QUIC connection held a packet until its congestion controller's release time \
+         (pacing; BBRv2 only), counted as each connection ends",
+        m.paced_waits.clone(),
     );
 }

@@ -42,6 +42,8 @@ impl QuicTls {
         config.set_initial_max_stream_data_uni(UNI_STREAM_WINDOW);
         config.set_initial_max_streams_bidi(h3.max_concurrent_streams);
         config.set_initial_max_streams_uni(MAX_STREAMS_UNI);
+        config.set_cc_algorithm_name(h3.congestion_control.quiche_name())?;
+        config.enable_pacing(h3.pacing);
         if tls.tickets.enabled && tls.tickets.early_data {
             config.enable_early_data();
         }
@@ -60,4 +62,21 @@ pub fn h3_config(h3: &tlsgate_config::Http3Config) -> Result<quiche::h3::Config,
     c.set_qpack_max_table_capacity(0);
     c.set_qpack_blocked_streams(0);
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use tlsgate_config::CongestionControl;
+
+    #[test]
+    fn quiche_knows_every_congestion_controller_the_configuration_names() {
+        for cc in [
+            CongestionControl::Bbr2,
+            CongestionControl::Cubic,
+            CongestionControl::Reno,
+        ] {
+            let mut q = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
+            assert!(q.set_cc_algorithm_name(cc.quiche_name()).is_ok(), "{cc:?}");
+        }
+    }
 }
