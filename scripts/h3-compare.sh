@@ -19,7 +19,9 @@
 #   h2_1m    HTTP/2 over TCP, 1 MiB responses, 4 connections (reference) h2load -t1 -c4 -m1
 #
 # A/B of two tlsgate builds: ALT_BIN=/path/to/other/tlsgate (ALT_LABEL names it) adds the server
-# "tlsgate_alt" to the rounds and a table of tlsgate ÷ tlsgate_alt.
+# "tlsgate_alt" to the rounds and a table of tlsgate ÷ tlsgate_alt. ALT_HTTP3='congestion_control =
+# "cubic"' (lines for its [http3] section) runs tlsgate_alt with that configuration instead (the
+# measured binary unless ALT_BIN names another).
 #
 # Environment: SERVERS ("tlsgate caddy", plus tlsgate_alt with ALT_BIN), CELLS (all), ROUNDS (3), DURATION (5 s),
 # SERVER_CPU (0), LOAD_CPU (1), PORT (19843, TCP and UDP), ADMIN (19844), GATEWAY_BIN (the
@@ -32,8 +34,10 @@ BENCH_NAME=h3-compare
 source scripts/lib/bench.sh
 
 ALT_BIN=${ALT_BIN:-}
-ALT_LABEL=${ALT_LABEL:-alt}
-SERVERS=${SERVERS:-"tlsgate${ALT_BIN:+ tlsgate_alt} caddy"}
+ALT_HTTP3=${ALT_HTTP3:-}
+ALT_LABEL=${ALT_LABEL:-${ALT_HTTP3:-alt}}
+HAS_ALT=${ALT_BIN:-$ALT_HTTP3}
+SERVERS=${SERVERS:-"tlsgate${HAS_ALT:+ tlsgate_alt} caddy"}
 CELLS=${CELLS:-all}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
@@ -70,7 +74,16 @@ conf, big = sys.argv[1], open(sys.argv[2]).read()
 text = open(conf).read().replace("@BIG@", big)
 open(conf, "w").write(text)
 PY
-if [ -n "$ALT_BIN" ]; then cp "$ALT_BIN" "$WORK/tlsgate-alt"; fi
+if [ -n "$HAS_ALT" ]; then
+  cp "${ALT_BIN:-$GW_BIN}" "$WORK/tlsgate-alt"
+  python3 - "$WORK/tlsgate.toml" "$WORK/tlsgate-alt.toml" "$ALT_HTTP3" <<'PY'
+import sys
+src, dst, extra = sys.argv[1:4]
+text = open(src).read()
+assert "[http3]\nenabled = true\n" in text
+open(dst, "w").write(text.replace("[http3]\nenabled = true\n", "[http3]\nenabled = true\n" + extra + "\n", 1))
+PY
+fi
 GW_ID="$(git describe --always --dirty 2>/dev/null || echo unknown), tlsgate sha256 $(sha256sum "$GW_BIN" | cut -c1-12)"
 bench_save_params SERVERS CELLS ROUNDS DURATION SERVER_CPU LOAD_CPU GW_ID
 bench_ports_free "$PORT" "$ADMIN"
@@ -83,7 +96,7 @@ start_server() { # name
   case $1 in
     tlsgate) bench_start_server tlsgate "$SERVER_CPU" "$WORK/tlsgate.toml" "$PORT" 0.3 ;;
     tlsgate_alt)
-      RUST_LOG=warn taskset -c "$SERVER_CPU" "$WORK/tlsgate-alt" serve --config "$WORK/tlsgate.toml" \
+      RUST_LOG=warn taskset -c "$SERVER_CPU" "$WORK/tlsgate-alt" serve --config "$WORK/tlsgate-alt.toml" \
         >>"$WORK/tlsgate_alt.log" 2>&1 &
       BENCH_PID=$!
       bench_wait_port "$PORT" || { log "tlsgate_alt did not start"; tail -n 20 "$WORK/tlsgate_alt.log" >&2; exit 1; }
@@ -148,7 +161,7 @@ bench_rounds "$ROUNDS" one_run
 echo
 echo "### HTTP/3 per server CPU-second (tlsgate ${GW_ID}; Caddy $(caddy version | cut -d' ' -f1))"
 echo
-echo "Each server alone on CPU $SERVER_CPU (tlsgate 1 worker, Caddy GOMAXPROCS=1), load on CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, medians. Figure: requests answered 200 ÷ the server's CPU seconds."
+echo "Each server alone on CPU $SERVER_CPU (tlsgate 1 worker, Caddy GOMAXPROCS=1), load on CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, medians. Figure: requests answered 200 ÷ the server's CPU seconds (1 MiB cells: MiB per CPU-second, one response = 1 MiB; figures below 10,000 unrounded)."
 echo
 bench_table_head "l:cell" "l:load" "r:tlsgate" "r:Caddy" "r:tlsgate ÷ Caddy" "r:rate tlsgate / Caddy" "r:server CPU tlsgate / Caddy"
 for line in "${selected[@]}"; do
@@ -156,13 +169,13 @@ for line in "${selected[@]}"; do
   jq -rs --arg id "$id" --arg title "$title" --arg load "$load" "$BENCH_JQ_MEDIAN"'
     def med(s; f): [.[] | select(.cell == $id and .server == s) | f] | median;
     (med("tlsgate"; .per_cpu)) as $t | (med("caddy"; .per_cpu)) as $c |
-    def k: if . == null then "–" else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
+    def k: if . == null then "–" elif . < 10000 then (round | tostring) else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
     def r2: if . == null then "–" else (. * 100 | round / 100 | tostring) end;
     "| \($title) | `\($load)` | \($t | k) | \($c | k) | **\(if $t != null and $c != null and $c > 0 then ($t / $c | r2) + "×" else "–" end)** | \(med("tlsgate"; .rate) | k) / \(med("caddy"; .rate) | k) | \(med("tlsgate"; .cpu_s / '"$DURATION"') | r2) / \(med("caddy"; .cpu_s / '"$DURATION"') | r2) |"
   ' "$WORK/results.jsonl"
 done
 echo
-if [ -n "$ALT_BIN" ]; then
+if [ -n "$HAS_ALT" ]; then
   echo "### tlsgate ÷ tlsgate_alt ($ALT_LABEL: $(sha256sum "$WORK/tlsgate-alt" | cut -c1-12)), per server CPU-second, medians"
   echo
   bench_table_head "l:cell" "r:tlsgate" "r:tlsgate_alt" "r:ratio"
@@ -171,7 +184,7 @@ if [ -n "$ALT_BIN" ]; then
     jq -rs --arg id "$id" --arg title "$title" "$BENCH_JQ_MEDIAN"'
       def med(s; f): [.[] | select(.cell == $id and .server == s) | f] | median;
       (med("tlsgate"; .per_cpu)) as $t | (med("tlsgate_alt"; .per_cpu)) as $a |
-      def k: if . == null then "–" else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
+      def k: if . == null then "–" elif . < 10000 then (round | tostring) else (. / 1000 * 10 | round / 10 | tostring) + "k" end;
       "| \($title) | \($t | k) | \($a | k) | **\(if $t != null and $a != null and $a > 0 then ($t / $a * 100 | round / 100 | tostring) + "×" else "–" end)** |"
     ' "$WORK/results.jsonl"
   done

@@ -9,8 +9,13 @@ use crate::identity::ClientIdentity;
 use crate::interim::InterimQueue;
 use crate::upstream::tunnel::TunnelSlot;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Marks a request that arrived in 0-RTT early data, set where its head was read (HTTP/3: the
+/// connection's task, which may confirm the handshake before the request's own task runs).
+#[derive(Debug, Clone, Copy)]
+pub struct InEarlyData;
 
 /// What a connection's requests share.
 pub struct ConnContext {
@@ -47,4 +52,11 @@ pub struct ConnContext {
     pub forward_cache: crate::upstream::forwarding::ForwardCache,
     /// `requests_total{site,status="200",protocol}` of this connection, looked up once.
     pub ok_requests: std::sync::OnceLock<prometheus_client::metrics::counter::Counter>,
+}
+
+impl ConnContext {
+    /// Whether the connection is still in 0-RTT early data (handshake unconfirmed).
+    pub fn in_early_data(&self) -> bool {
+        self.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire))
+    }
 }

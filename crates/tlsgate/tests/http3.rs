@@ -209,6 +209,77 @@ fn retry_validates_addresses_before_any_tls_work() {
     );
 }
 
+/// A second gateway with `first`'s certificates and the configuration `cluster`; its port.
+fn second_node(first: &common::Fixture, cluster: &str) -> (tlsgate_testkit::GatewayProcess, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let text = common::config_with_certs(&common::existing_site_certs(&first.pki), port, admin, cluster, "");
+    (
+        tlsgate_testkit::GatewayProcess::start(common::binary(), &text, admin, &[port]),
+        port,
+    )
+}
+
+/// 0-RTT over QUIC is single-use across the cluster, as over TCP: a ticket's early data is
+/// accepted by the node that sees it first and refused when the same ticket is replayed to the
+/// other (the claim is in the shared Redis store); the replayed request is still answered,
+/// after the handshake. quic-go's client replays the first ticket it got (`-replay`).
+#[test]
+fn quic_early_data_is_accepted_once_and_refused_when_replayed_to_another_node() {
+    let redis = tlsgate_testkit::StoreProcess::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster.key");
+    tlsgate_testkit::write_private(&secret, &format!("{}\n", "6b".repeat(32)));
+    let cluster = format!(
+        "{}[tls.tickets]\nearly_data = true\n[cluster]\nsecret_files = [{}]\nstore = \"redis\"\nservers = [\"{}\"]\n",
+        http3(""),
+        tlsgate_testkit::toml_path(&secret),
+        redis.redis_url()
+    );
+    let first = common::start(&cluster, "");
+    let (second, second_port) = second_node(&first, &cluster);
+    let url = |port: u16| format!("https://localhost:{port}/hello");
+    let got = client(
+        &first.pki.ca_file(),
+        &[
+            "-url",
+            &url(first.https),
+            "-resume",
+            "-early",
+            "-replay",
+            "-url2",
+            &url(second_port),
+            "-url3",
+            &url(first.https),
+        ],
+    );
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.iter().all(|r| r["status"] == 200), "{got:?}\n{}", first.gw.log());
+    assert_eq!(
+        (&got[1]["resumed"], &got[1]["used_0rtt"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "the first use of the ticket's early data: {got:?}\n{}",
+        second.log()
+    );
+    // quic-go reports the refusal as an error of the 0-RTT request; the client sends it again
+    // on the (now established, resumed) connection.
+    assert_eq!(
+        (&got[2]["resumed"], &got[2]["rejected_0rtt"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "the replay: resumed, early data refused: {got:?}\n{}",
+        first.gw.log()
+    );
+    let state =
+        |g: &tlsgate_testkit::GatewayProcess, name: &str| g.metric("tlsgate_state", &[&format!("name=\"{name}\"")]);
+    assert_eq!(state(&second, "early_data_accepted_total"), 1.0);
+    assert_eq!(state(&first.gw, "early_data_refused_replay_total"), 1.0);
+    assert_eq!(
+        first
+            .gw
+            .metric("tlsgate_quic_handshakes_total", &["early_data=\"yes\""]),
+        0.0
+    );
+}
+
 #[test]
 fn a_session_resumes_on_another_gateway_with_the_cluster_secret_and_0rtt_is_served() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,16 +291,7 @@ fn a_session_resumes_on_another_gateway_with_the_cluster_secret_and_0rtt_is_serv
         tlsgate_testkit::toml_path(&secret)
     );
     let first = common::start(&cluster, "");
-    let second_port = free_port();
-    let second_admin = free_port();
-    let text = common::config_with_certs(
-        &common::existing_site_certs(&first.pki),
-        second_port,
-        second_admin,
-        &cluster,
-        "",
-    );
-    let second = tlsgate_testkit::GatewayProcess::start(common::binary(), &text, second_admin, &[second_port]);
+    let (second, second_port) = second_node(&first, &cluster);
     let ca = first.pki.ca_file();
     let got = client(
         &ca,
@@ -613,6 +675,38 @@ fn clients_whose_address_changes_stay_on_their_worker() {
         0.0,
         "packets reached another worker than their connection's"
     );
+}
+
+/// A client whose address changes again and again (a NAT rebinding several times, a phone
+/// moving between networks) keeps its one connection: each new address is validated and
+/// served, however many came before it.
+#[test]
+fn a_client_whose_address_keeps_changing_keeps_its_connection() {
+    let f = common::start(&http3(""), "");
+    let ca = f.pki.ca_file();
+    h3client();
+    let relay = udp_relay::Relay::start(([127, 0, 0, 1], f.https).into());
+    let url = format!("https://localhost:{}/hello", relay.addr().port());
+    let got = std::thread::scope(|s| {
+        let client = s.spawn(|| client(&ca, &["-url", &url, "-hold", "600ms", "-holds", "6"]));
+        for _ in 0..6 {
+            std::thread::sleep(Duration::from_millis(600));
+            relay.rebind();
+        }
+        client.join().unwrap()
+    });
+    assert!(
+        got.len() == 7 && got.iter().all(|r| r["status"] == 200 && r["head"] == "Hello, world!"),
+        "{got:?}\n{}",
+        f.gw.log()
+    );
+    assert!(
+        relay.ports_answered() >= 6,
+        "the server answered {} of the relay's 7 addresses: {:?}",
+        relay.ports_answered(),
+        relay.counts()
+    );
+    assert_eq!(f.gw.metric("tlsgate_quic_handshakes_total", &[]), 1.0, "one connection");
 }
 
 /// The most datagrams that arrived within any `window` of each other.

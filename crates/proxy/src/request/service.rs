@@ -2,7 +2,7 @@
 
 use crate::body::ClientBody;
 use crate::body::{full, Body};
-use crate::context::ConnContext;
+use crate::context::{ConnContext, InEarlyData};
 use crate::downstream::io::Activity;
 use crate::error::ProxyError;
 use crate::facts::UpstreamFacts;
@@ -201,7 +201,7 @@ pub async fn handle(
     let current = ctx.gateway.current();
     let mut log = RequestLog::new(&ctx, &req, &current.config.log);
     let close = ctx.protocol == "h1" && ctx.gateway.draining();
-    if ctx.early.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+    if ctx.in_early_data() || req.extensions().get::<InEarlyData>().is_some() {
         let stats = &ctx.gateway.sessions.early_data.stats;
         if !safe_in_early_data(&req) {
             stats.requests_too_early.fetch_add(1, Ordering::Relaxed);

@@ -118,9 +118,12 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
         let now = Instant::now();
         let mut wait = conn.timeout().unwrap_or(Duration::from_secs(60));
         if let Some(at) = release {
-            // A packet held for pacing: the loop flushes again at its time (`on_timeout` is a
-            // no-op for quiche when none of its timers ran out).
-            wait = wait.min(at.saturating_duration_since(now));
+            // A packet held for pacing: the loop flushes again once it is due within the
+            // granularity, so that it leaves at most that much early rather than late (a
+            // timer fires at or after its time, at millisecond resolution). `on_timeout` is a
+            // no-op for quiche when none of its timers ran out.
+            let wake = at.checked_sub(send::PACING_GRANULARITY).unwrap_or(at);
+            wait = wait.min(wake.saturating_duration_since(now));
         }
         if !counted_handshake {
             wait = wait.min(handshake_deadline.saturating_duration_since(now));
@@ -132,8 +135,13 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
             d = rx.recv() => match d {
                 Some(d) => {
                     recv(&mut conn, d, local);
-                    while let Ok(d) = rx.try_recv() {
-                        recv(&mut conn, d, local);
+                    // Until the handshake is confirmed, one datagram per turn: the requests of
+                    // 0-RTT packets are read while the connection is still in early data, those
+                    // after the client's Finished once it is not (a batch can hold both).
+                    if h3.is_some() && early.is_none() {
+                        while let Ok(d) = rx.try_recv() {
+                            recv(&mut conn, d, local);
+                        }
                     }
                 }
                 None => conn.close(false, 0x0, b"").unwrap_or(()),
@@ -189,14 +197,17 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
                 }
             }
         }
-        if let Some(flag) = &early {
-            if conn.is_established() && !conn.is_in_early_data() {
-                flag.store(false, Ordering::Release);
-                early = None;
-            }
-        }
         if let (Some(h), Some(c)) = (h3.as_mut(), ctx.as_ref()) {
             poll_h3(&mut conn, h, c, &mut streams);
+            // Confirmed: later requests are not early data (after reading what arrived with
+            // the early flag still up: the requests of 0-RTT packets processed late, when
+            // their keys came with the handshake's end, are early data too).
+            if let Some(flag) = &early {
+                if conn.is_established() && !conn.is_in_early_data() {
+                    flag.store(false, Ordering::Release);
+                    early = None;
+                }
+            }
             streams.pump(&mut conn, h);
             if draining && streams.is_empty() && !conn.is_draining() {
                 // The last responses may still be unacknowledged (closing now would discard
@@ -249,9 +260,12 @@ fn established(
     local: SocketAddr,
     started: Instant,
 ) -> Option<(Arc<ConnContext>, Option<Arc<AtomicBool>>, quiche::h3::Connection)> {
-    let in_early = conn.is_in_early_data();
+    let in_early_now = conn.is_in_early_data();
     let ssl = conn.as_mut();
     let info = tlsgate_tls::HandshakeInfo::read(ssl);
+    // Accepted 0-RTT whose packets were processed only as the handshake ended counts as early
+    // data too (`is_in_early_data` is already false then).
+    let in_early = in_early_now || info.early_data;
     let site_idx = tls.site_of(ssl).unwrap_or(0);
     let site = generation.sites.get(site_idx)?;
     let handshake_time = started.elapsed();

@@ -10,7 +10,7 @@
 
 use super::body::{BodySender, H3Body};
 use crate::body::ClientBody;
-use crate::context::ConnContext;
+use crate::context::{ConnContext, InEarlyData};
 use bytes::{Buf, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::BodyExt;
@@ -188,6 +188,10 @@ impl Streams {
         *req.uri_mut() = parts.uri;
         *req.version_mut() = http::Version::HTTP_3;
         *req.headers_mut() = parts.headers;
+        if ctx.in_early_data() {
+            // Read in 0-RTT: so marked even if the handshake is confirmed before its task runs.
+            req.extensions_mut().insert(InEarlyData);
+        }
         let credit = Arc::new(Semaphore::new(RESPONSE_WINDOW));
         let task = tokio::spawn(respond(ctx.clone(), req, sid, self.events.clone(), credit.clone())).abort_handle();
         self.streams.insert(

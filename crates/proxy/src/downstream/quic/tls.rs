@@ -13,6 +13,12 @@ use tlsgate_tls::TlsService;
 const MAX_STREAMS_UNI: u64 = 16;
 /// Flow-control window of each unidirectional stream.
 const UNI_STREAM_WINDOW: u64 = 64 * 1024;
+/// `active_connection_id_limit`: the client's connection IDs the gateway keeps, which quiche
+/// also takes as the number of network paths a connection may have seen. quiche 0.30 never
+/// frees a path the client left (it keeps the client's connection ID), so this is how many
+/// addresses one connection can have: the first and 7 changes (NAT rebindings, a phone
+/// changing networks). quiche's default of 2 stalled a client at its second change.
+const MAX_PATHS: u64 = 8;
 
 /// One generation's QUIC settings.
 pub struct QuicTls {
@@ -42,6 +48,7 @@ impl QuicTls {
         config.set_initial_max_stream_data_uni(UNI_STREAM_WINDOW);
         config.set_initial_max_streams_bidi(h3.max_concurrent_streams);
         config.set_initial_max_streams_uni(MAX_STREAMS_UNI);
+        config.set_active_connection_id_limit(MAX_PATHS);
         config.set_cc_algorithm_name(h3.congestion_control.quiche_name())?;
         config.enable_pacing(h3.pacing);
         if tls.tickets.enabled && tls.tickets.early_data {

@@ -4,7 +4,10 @@
 // a body of -body bytes, and prints one JSON line per request: status, protocol, body length
 // and its first bytes, the Alt-Svc header. With -resume, a second connection follows with the
 // first one's session ticket and reports whether it resumed; with -early its request goes in
-// 0-RTT. Interim (1xx) responses are listed before the final one. With -hold, it keeps the connection open that long after the requests and then sends
+// 0-RTT (and "used_0rtt" says whether the server accepted it; a refused request is sent again
+// on a new connection without early data, marked "rejected_0rtt"). With -url3 a third connection
+// follows the same way; with -replay every resuming connection offers the first session ticket
+// the client got (a client replaying it), not the newest. Interim (1xx) responses are listed before the final one. With -hold, it keeps the connection open that long after the requests and then sends
 // -n more on it (to check that garbage sent meanwhile did not disturb it).
 package main
 
@@ -22,6 +25,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -37,11 +41,15 @@ type result struct {
 	AltSvc   string `json:"alt_svc,omitempty"`
 	Resumed  bool   `json:"resumed"`
 	Early    bool   `json:"early"`
-	Error    string `json:"error,omitempty"`
-	Elapsed  int64  `json:"elapsed_ms"`
-	LocalUDP string `json:"local,omitempty"`
+	Used0RTT bool   `json:"used_0rtt"`
+	// The server refused the 0-RTT data; the request was then sent again after the handshake.
+	Rejected0RTT bool   `json:"rejected_0rtt,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Elapsed      int64  `json:"elapsed_ms"`
+	LocalUDP     string `json:"local,omitempty"`
 	// Interim (1xx) responses before the final one: "103 <Link header>".
 	Interim []string `json:"interim,omitempty"`
+	err     error
 }
 
 func main() {
@@ -54,7 +62,10 @@ func main() {
 	resume := flag.Bool("resume", false, "open a second connection resuming the first's session")
 	early := flag.Bool("early", false, "with -resume: send the second connection's requests in 0-RTT")
 	hold := flag.Duration("hold", 0, "keep the connection open this long, then repeat the requests")
+	holds := flag.Int("holds", 1, "with -hold: how many times to wait and repeat")
 	secondURL := flag.String("url2", "", "with -resume: the second connection's URL (another gateway)")
+	thirdURL := flag.String("url3", "", "with -resume: a third connection's URL")
+	replay := flag.Bool("replay", false, "with -resume: every resuming connection offers the first ticket")
 	flag.Parse()
 
 	pem, err := os.ReadFile(*caFile)
@@ -65,35 +76,61 @@ func main() {
 	if !roots.AppendCertsFromPEM(pem) {
 		fail(errors.New("no certificate in -ca"))
 	}
-	cache := tls.NewLRUClientSessionCache(8)
+	var cache tls.ClientSessionCache = tls.NewLRUClientSessionCache(8)
+	if *replay {
+		cache = &firstTicket{}
+	}
 	conns := 1
 	if *resume {
 		conns = 2
+		if *thirdURL != "" {
+			conns = 3
+		}
 	}
 	for c := 0; c < conns; c++ {
 		target := *url
 		if c == 1 && *secondURL != "" {
 			target = *secondURL
 		}
+		if c == 2 {
+			target = *thirdURL
+		}
+		var dialed *quic.Conn
 		tlsConf := &tls.Config{RootCAs: roots, ServerName: *sni, ClientSessionCache: cache, NextProtos: []string{"h3"}}
 		qconf := &quic.Config{HandshakeIdleTimeout: 5 * time.Second, MaxIdleTimeout: 30 * time.Second}
 		tr := &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: qconf}
-		if c == 1 && *early {
+		if c >= 1 && *early {
 			tr.Dial = func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
-				return quic.DialAddrEarly(ctx, addr, tc, qc)
+				conn, err := quic.DialAddrEarly(ctx, addr, tc, qc)
+				dialed = conn
+				return conn, err
 			}
 		}
 		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		rounds := 1
 		if *hold > 0 {
-			rounds = 2
+			rounds = 1 + *holds
 		}
 		for r := 0; r < rounds; r++ {
-			if r == 1 {
+			if r >= 1 {
 				time.Sleep(*hold)
 			}
 			for i := 0; i < *n; i++ {
-				res := request(client, c, target, *method, *bodyLen, c == 1 && *early)
+				res := request(client, c, target, *method, *bodyLen, c >= 1 && *early)
+				if errors.Is(res.err, quic.Err0RTTRejected) || strings.Contains(res.Error, "0-RTT rejected") {
+					// quic-go's transport keeps the refused connection as unusable: the
+					// request goes again on a new one (resuming, without early data).
+					again := &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: qconf,
+						Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+							return quic.DialAddr(ctx, addr, tc, qc)
+						}}
+					res = request(&http.Client{Transport: again, Timeout: 10 * time.Second}, c, target, *method, *bodyLen, false)
+					res.Rejected0RTT = true
+					again.Close()
+				}
+				if dialed != nil {
+					res.Used0RTT = dialed.ConnectionState().Used0RTT
+				}
 				out, _ := json.Marshal(res)
 				fmt.Println(string(out))
 			}
@@ -129,6 +166,7 @@ func request(client *http.Client, conn int, url, method string, bodyLen int, ear
 	resp, err := client.Do(req)
 	if err != nil {
 		res.Error = err.Error()
+		res.err = err
 		return res
 	}
 	defer resp.Body.Close()
@@ -150,6 +188,26 @@ func request(client *http.Client, conn int, url, method string, bodyLen int, ear
 	res.Early = early
 	res.Elapsed = time.Since(started).Milliseconds()
 	return res
+}
+
+// firstTicket is a session cache that keeps the first session it is given for a server and
+// offers it every time: a client replaying one ticket (and its early data).
+type firstTicket struct {
+	sessions map[string]*tls.ClientSessionState
+}
+
+func (f *firstTicket) Get(key string) (*tls.ClientSessionState, bool) {
+	s, ok := f.sessions[key]
+	return s, ok
+}
+
+func (f *firstTicket) Put(key string, cs *tls.ClientSessionState) {
+	if f.sessions == nil {
+		f.sessions = map[string]*tls.ClientSessionState{}
+	}
+	if _, ok := f.sessions[key]; !ok && cs != nil {
+		f.sessions[key] = cs
+	}
 }
 
 type traceKey struct{}
