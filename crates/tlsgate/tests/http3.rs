@@ -722,8 +722,8 @@ fn largest_burst(arrivals: &[std::time::Instant], window: Duration) -> usize {
     most
 }
 
-/// Pacing: with BBRv2 (the default congestion controller) the gateway holds each packet until
-/// the release time BBRv2 gives it instead of sending a window at once. Through a relay that
+/// Pacing: with BBRv2 (the default congestion controller) and `pacing = true` the gateway holds
+/// each packet until the release time BBRv2 gives it instead of sending a window at once. Through a relay that
 /// delays the client's packets by 20 ms (a 20 ms path), a 4 MB download arrives spread out when
 /// paced (measured: at most 14 datagrams within 0.5 ms), and in bursts of the whole window with
 /// `pacing = false` (89); the gateway's counter of paced waits says the same.

@@ -140,14 +140,14 @@ mod tests {
         };
         let default = parse("").unwrap();
         assert_eq!(default.http3.congestion_control, crate::CongestionControl::Bbr2);
-        assert!(default.http3.pacing);
+        assert!(!default.http3.pacing);
         for (name, cc) in [
             ("bbr2", crate::CongestionControl::Bbr2),
             ("cubic", crate::CongestionControl::Cubic),
             ("reno", crate::CongestionControl::Reno),
         ] {
-            let c = parse(&format!("congestion_control = \"{name}\"\npacing = false")).unwrap();
-            assert_eq!((c.http3.congestion_control, c.http3.pacing), (cc, false));
+            let c = parse(&format!("congestion_control = \"{name}\"\npacing = true")).unwrap();
+            assert_eq!((c.http3.congestion_control, c.http3.pacing), (cc, true));
             assert_eq!(cc.as_str(), name);
         }
         let err = parse("congestion_control = \"bbr3\"").unwrap_err().to_string();

@@ -13,7 +13,9 @@
 //! buffer, until its time: the connection's task sleeps until then ([`flush`] returns the time)
 //! and asks quiche for nothing more meanwhile, so packets leave in quiche's order. The
 //! granularity is the timer's (tokio's timers have millisecond resolution): what is due within
-//! it goes out in the same batch.
+//! it goes out in the same batch, and the task wakes that much before a held packet is due.
+//! Packets are not paced before the handshake is confirmed, and a packet due further ahead than
+//! [`MAX_PACING_DELAY`] is not held (pacer debt, not pacing).
 
 use super::udp::{QuicSocket, MAX_BATCH, MAX_SEGMENTS};
 use std::cell::RefCell;
@@ -29,6 +31,13 @@ thread_local! {
 
 /// Packets due within this time from now are sent now (one batch); a later one is held.
 pub const PACING_GRANULARITY: Duration = Duration::from_millis(1);
+/// The longest a packet is held (quiche's own bound on pacing into the future, 1/8 RTT
+/// clamped to 1–5 ms, at its largest). A release time further ahead is sent at once: it is
+/// mostly debt — the pacer counts the handshake's flights, which leave unpaced, against the
+/// first packets after it; honoured, that held the first response after a 16 KB chain back a
+/// whole round trip at 100 ms RTT in the lab. Below ~2 Mbit/s (a packet per 5 ms) nothing is
+/// paced.
+pub const MAX_PACING_DELAY: Duration = Duration::from_millis(5);
 
 /// A connection's sending state: what it sent (for its metrics at its end) and the packet it
 /// holds for pacing.
@@ -114,9 +123,13 @@ fn hold(sent: &mut Sent, buf: &[u8], to: SocketAddr, at: Instant) -> Filled {
 /// what is left of the batch) or the next packet is not due yet (then holds it).
 fn fill_and_send(conn: &mut quiche::Connection, socket: &QuicSocket, buf: &mut [u8], sent: &mut Sent) -> Filled {
     let gso = socket.gso();
-    // Due now: released within the granularity (read once per fill; unused without pacing).
-    let due = sent.pacing.then(|| Instant::now() + PACING_GRANULARITY);
-    let later = |at: Instant| due.is_some_and(|d| at > d);
+    // Due now: released within the granularity (read once per fill). Not paced before the
+    // handshake is confirmed: BBRv2 paces its first flights at a rate derived from an assumed
+    // RTT (quiche's 333 ms), which held a post-quantum-sized certificate flight back by half a
+    // round trip in the lab, and the anti-amplification limit and the window bound them anyway.
+    let now = Instant::now();
+    let due = (sent.pacing && conn.is_established()).then(|| now + PACING_GRANULARITY);
+    let later = |at: Instant| due.is_some_and(|d| at > d && at <= now + MAX_PACING_DELAY);
     // A packet already in the buffer (written past the previous batch) that starts this one.
     let mut carried: Option<(usize, SocketAddr)> = None;
     if let Some(h) = sent.held.take() {
