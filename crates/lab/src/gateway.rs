@@ -252,7 +252,6 @@ mod tests {
         assert!(!t.contains("[http3]"));
         let h3 = GatewaySpec {
             http3: true,
-            quic_congestion_control: None,
             ..spec(None)
         }
         .to_toml();

@@ -73,15 +73,6 @@ impl CongestionControl {
             Self::Reno => "reno",
         }
     }
-
-    /// The name in the configuration (and in metrics).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bbr2 => "bbr2",
-            Self::Cubic => "cubic",
-            Self::Reno => "reno",
-        }
-    }
 }
 
 /// When a new QUIC client must first prove its address with a Retry token.

@@ -148,7 +148,6 @@ mod tests {
         ] {
             let c = parse(&format!("congestion_control = \"{name}\"\npacing = true")).unwrap();
             assert_eq!((c.http3.congestion_control, c.http3.pacing), (cc, true));
-            assert_eq!(cc.as_str(), name);
         }
         let err = parse("congestion_control = \"bbr3\"").unwrap_err().to_string();
         assert!(err.contains("congestion_control") || err.contains("bbr3"), "{err}");

@@ -127,9 +127,12 @@ fn fill_and_send(conn: &mut quiche::Connection, socket: &QuicSocket, buf: &mut [
     // handshake is confirmed: BBRv2 paces its first flights at a rate derived from an assumed
     // RTT (quiche's 333 ms), which held a post-quantum-sized certificate flight back by half a
     // round trip in the lab, and the anti-amplification limit and the window bound them anyway.
-    let now = Instant::now();
-    let due = (sent.pacing && conn.is_established()).then(|| now + PACING_GRANULARITY);
-    let later = |at: Instant| due.is_some_and(|d| at > d && at <= now + MAX_PACING_DELAY);
+    // Without pacing no clock is read: `later` is always false.
+    let window = (sent.pacing && conn.is_established()).then(|| {
+        let now = Instant::now();
+        (now + PACING_GRANULARITY, now + MAX_PACING_DELAY)
+    });
+    let later = |at: Instant| window.is_some_and(|(due, max)| at > due && at <= max);
     // A packet already in the buffer (written past the previous batch) that starts this one.
     let mut carried: Option<(usize, SocketAddr)> = None;
     if let Some(h) = sent.held.take() {
