@@ -211,16 +211,18 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     listener::warn_if_tfo_disabled(&config.listeners);
     // HTTP/3: one UDP socket per worker and QUIC address (docs/HTTP3.md). A successor of a
     // binary upgrade takes the old process's sockets over with their links to it; where it
-    // cannot (another worker count), the old process keeps the address and this one serves TCP.
+    // cannot, the old process keeps the address and this one serves TCP.
     let mut adopted = inherited.as_mut().map(|i| i.take_quic()).unwrap_or_default();
-    let (mut quic, quic_handed) = match tlsgate_proxy::downstream::quic::bind(&config, workers, &mut adopted) {
-        Ok(b) => (b.workers.into_iter(), b.handed),
-        Err(e) if inherited.is_some() => {
-            tracing::warn!("HTTP/3 not served by this process after the upgrade: {e}");
-            (Vec::new().into_iter(), Vec::new())
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let quic_secret = inherited.as_mut().and_then(|i| i.take_quic_secret());
+    let (mut quic, quic_handed, quic_secret) =
+        match tlsgate_proxy::downstream::quic::bind(&config, workers, &mut adopted, quic_secret) {
+            Ok(b) => (b.workers.into_iter(), b.handed, b.secret),
+            Err(e) if inherited.is_some() => {
+                tracing::warn!("HTTP/3 not served by this process after the upgrade: {e}");
+                (Vec::new().into_iter(), Vec::new(), None)
+            }
+            Err(e) => return Err(e.into()),
+        };
     for a in &adopted {
         tracing::info!(addr = %a.addr, "upgrade: the old process's QUIC socket on {} is not in this configuration; closed", a.addr);
     }
@@ -260,7 +262,14 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         }
         handed.extend(quic_handed);
     }
-    let upgrades = Upgrades::new(&gateway, &config, handed, upgrade_listener, stale_upgrade_socket)?;
+    let upgrades = Upgrades::new(
+        &gateway,
+        &config,
+        handed,
+        quic_secret,
+        upgrade_listener,
+        stale_upgrade_socket,
+    )?;
 
     // The control loop's runtime owns the cluster store's background tasks (writes, probe).
     let control = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

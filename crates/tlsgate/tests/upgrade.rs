@@ -12,7 +12,9 @@
 //!   then a barrier) while the old one says nothing more to systemd;
 //! - HTTP/3: the successor takes the QUIC sockets over; a response streaming over QUIC across
 //!   the upgrade finishes (the client's datagrams the successor reads reach the old process over
-//!   their link), and new QUIC connections reach the successor.
+//!   their link), and new QUIC connections reach the successor; the same across 2 → 3 → 1
+//!   workers without a cluster secret (the surplus sockets relay new connections to a worker,
+//!   and the reset secret is handed over: the last process resets with the first one's tokens).
 
 mod common;
 mod h3_env;
@@ -65,16 +67,25 @@ impl Setup {
 
     /// [`Self::config`] with HTTP/3 on and everything but `/hello` routed to `origin`.
     fn h3_config(&self, workers: usize, origin: &Origin) -> String {
+        self.h3_config_with(workers, origin, true)
+    }
+
+    /// [`Self::h3_config`], with a cluster secret or without one.
+    fn h3_config_with(&self, workers: usize, origin: &Origin, cluster: bool) -> String {
         let certs = common::existing_site_certs(&self.pki);
         let routes = h3_env::to_origin(origin);
         // A cluster secret gives both processes the same stateless-reset key: a reset from the
         // successor for the old process's connection would end it at the client at once.
         let secret = self.dir.path().join("cluster.key");
         tlsgate_testkit::write_private(&secret, &format!("{}\n", "5a".repeat(32)));
-        let top = format!(
-            "[http3]\nenabled = true\n[cluster]\nsecret_files = [{}]\nstore = \"local\"\n",
-            toml_path(&secret)
-        );
+        let top = if cluster {
+            format!(
+                "[http3]\nenabled = true\n[cluster]\nsecret_files = [{}]\nstore = \"local\"\n",
+                toml_path(&secret)
+            )
+        } else {
+            "[http3]\nenabled = true\n".to_string()
+        };
         common::config_with_certs(&certs, self.https, self.admin, &top, &routes).replace(
             "[server]\nworkers = 2\n",
             &format!(
@@ -126,7 +137,12 @@ impl Setup {
 
     /// Starts the first gateway and waits until it answers.
     fn first(&self, workers: usize) -> Served {
-        let served = self.serve("first", &self.config(workers), false, None);
+        self.start(&self.config(workers))
+    }
+
+    /// Starts the first gateway with configuration `text` and waits until it answers.
+    fn start(&self, text: &str) -> Served {
+        let served = self.serve("first", text, false, None);
         assert!(
             common::wait_until(WAIT, || self.get().is_some_and(|(s, _)| s == 200)),
             "the gateway did not start:\n{}",
@@ -498,27 +514,13 @@ fn sigusr2_starts_a_successor_that_becomes_systemds_main_process() {
 fn http3_responses_in_flight_finish_across_an_upgrade_and_new_connections_reach_the_successor() {
     let origin = Origin::start("o1");
     let setup = Setup::new();
-    let mut old = setup.serve("first", &setup.h3_config(2, &origin), false, None);
-    assert!(
-        common::wait_until(WAIT, || setup.get().is_some_and(|(s, _)| s == 200)),
-        "the gateway did not start:\n{}",
-        old.log()
-    );
+    let mut old = setup.start(&setup.h3_config(2, &origin));
     let ca = setup.pki.ca_file();
     let url = |p: &str| format!("https://localhost:{}{p}", setup.https);
     h3_env::h3client();
     // 40 chunks 100 ms apart: the client acknowledges them all through the upgrade.
-    let streaming = url("/stream?chunks=40&ms=100");
-    let new = std::thread::scope(|s| {
-        let inflight = s.spawn(|| h3_env::client(&ca, &["-url", &streaming]));
-        std::thread::sleep(Duration::from_millis(800));
-        let new = setup.upgrade("second", &setup.h3_config(2, &origin), &mut old);
-        let got = inflight.join().unwrap();
-        assert_eq!(got.len(), 1, "{got:?}\nnew:\n{}", new.log());
-        assert_eq!(got[0]["status"], 200, "{got:?}\nnew:\n{}", new.log());
-        assert!(got[0]["elapsed_ms"].as_u64().unwrap() >= 3_500, "{got:?}");
-        assert!(got[0]["error"].is_null(), "{got:?}\nnew:\n{}", new.log());
-        new
+    let new = stream_across_upgrade(&setup, &ca, 40, || {
+        setup.upgrade("second", &setup.h3_config(2, &origin), &mut old)
     });
     assert!(
         setup.metric("tlsgate_quic_datagrams_total", &["what=\"to_predecessor\""]) > 0.0,
@@ -536,4 +538,91 @@ fn http3_responses_in_flight_finish_across_an_upgrade_and_new_connections_reach_
     assert!(after.iter().all(|r| r["status"] == 200), "{after:?}\n{}", new.log());
     assert!(setup.metric("tlsgate_quic_handshakes_total", &["protocol=\"h3\""]) >= 1.0);
     assert!(setup.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 2.0);
+}
+
+/// Streams a response of `chunks` chunks 100 ms apart over HTTP/3 while `upgrade` runs (0.8 s
+/// in), and checks that it finished whole and in time; the successor.
+fn stream_across_upgrade(setup: &Setup, ca: &Path, chunks: u64, upgrade: impl FnOnce() -> Served) -> Served {
+    let streaming = format!("https://localhost:{}/stream?chunks={chunks}&ms=100", setup.https);
+    std::thread::scope(|s| {
+        let inflight = s.spawn(|| h3_env::client(ca, &["-url", &streaming]));
+        std::thread::sleep(Duration::from_millis(800));
+        let new = upgrade();
+        let got = inflight.join().unwrap();
+        assert_eq!(got.len(), 1, "{got:?}\nnew:\n{}", new.log());
+        assert_eq!(got[0]["status"], 200, "{got:?}\nnew:\n{}", new.log());
+        assert!(got[0]["elapsed_ms"].as_u64().unwrap() >= (chunks - 5) * 100, "{got:?}");
+        assert!(got[0]["error"].is_null(), "{got:?}\nnew:\n{}", new.log());
+        new
+    })
+}
+
+/// The stateless reset a QUIC endpoint on `port` answers a short-header packet for a connection
+/// ID it does not know with: its token (the last 16 bytes), an HMAC of the ID under the
+/// process's reset secret.
+fn reset_token(port: u16) -> Vec<u8> {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // Short header, then a 16-byte connection ID naming worker 0, then a payload.
+    let mut packet = vec![0x40u8];
+    packet.extend_from_slice(&[0u8; 16]);
+    packet.extend_from_slice(&[0x5a; 40]);
+    socket.send_to(&packet, ("127.0.0.1", port)).unwrap();
+    let mut buf = [0u8; 128];
+    let (n, _) = socket.recv_from(&mut buf).expect("a stateless reset");
+    assert!(n >= 21, "{n} bytes");
+    buf[n - 16..n].to_vec()
+}
+
+/// HTTP/3 across upgrades that change the number of workers (2 → 3 → 1): each successor takes
+/// the old process's QUIC sockets over (with more workers, new sockets join the group after
+/// them; with fewer, the surplus sockets stay and are read too, since closing one would reorder
+/// the group under the steering program), a response streaming over the old process's
+/// connection finishes across each upgrade, and new connections from many source ports are
+/// all served — with one worker and three sockets, most land on a surplus socket, which passes
+/// them to the worker (`what="relayed"`). Without a cluster secret, the reset secret is handed
+/// over too: once the old processes are gone, the successor's stateless resets carry the
+/// tokens the first process promised its clients.
+#[test]
+fn http3_follows_upgrades_that_change_the_number_of_workers() {
+    let origin = Origin::start("o1");
+    let setup = Setup::new();
+    let config = |workers| setup.h3_config_with(workers, &origin, false);
+    let mut old = setup.start(&config(2));
+    let ca = setup.pki.ca_file();
+    let url = |p: &str| format!("https://localhost:{}{p}", setup.https);
+    let token = reset_token(setup.https);
+    h3_env::h3client();
+    for (step, workers) in [3usize, 1].into_iter().enumerate() {
+        let new = stream_across_upgrade(&setup, &ca, 20, || {
+            setup.upgrade(&format!("step{step}"), &config(workers), &mut old)
+        });
+        assert!(
+            !new.log().contains("HTTP/3 not served"),
+            "{workers} workers did not take the QUIC sockets over:\n{}",
+            new.log()
+        );
+        // New connections (a new source port each): every one served by the successor.
+        for _ in 0..12 {
+            let got = h3_env::client(&ca, &["-url", &url("/echo?x=1")]);
+            assert!(
+                got.len() == 1 && got[0]["status"] == 200,
+                "{workers} workers: {got:?}\n{}",
+                new.log()
+            );
+        }
+        assert_eq!(
+            reset_token(setup.https),
+            token,
+            "the successor's resets are not the first process's\n{}",
+            new.log()
+        );
+        old = new;
+    }
+    assert!(
+        setup.metric("tlsgate_quic_datagrams_total", &["what=\"relayed\""]) > 0.0,
+        "no new connection reached a surplus socket\n{}",
+        old.log()
+    );
+    assert!(setup.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 12.0);
 }

@@ -13,7 +13,8 @@
 //! ```text
 //! Hello{version, pid}  →                ← Welcome{version, pid} | Busy{pid} | Refused{reason}
 //! (the successor builds its configuration)
-//! SendState            →                ← Sockets{kinds}+fds …, TicketKeys, Sessions …, StateEnd
+//! SendState            →                ← Sockets{kinds}+fds …, TicketKeys, [QuicSecret],
+//!                                         Sessions …, StateEnd
 //! (the successor listens, its workers accept)
 //! Ready{pid}           →                ← Draining            (the running one stops accepting)
 //! or Failed{reason}    →                  (the running one keeps serving)
@@ -23,7 +24,7 @@
 //! not speak (`Refused`), so the format can change without mixed versions misreading each other.
 
 /// The protocol version this codec speaks.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Bytes before a frame's body: the length (4) and the type (1).
 pub const HEADER_LEN: usize = 5;
 /// Largest body of one frame.
@@ -174,6 +175,13 @@ pub enum Message<'a> {
         /// The sessions.
         sessions: Vec<SessionRecord<'a>>,
     },
+    /// Running → successor: the secret of its QUIC stateless resets and Retry tokens (sent when
+    /// it serves HTTP/3), so that the successor's resets end the old process's connections at
+    /// their clients and its Retry tokens stay valid (version 3).
+    QuicSecret {
+        /// The secret.
+        key: &'a [u8; 32],
+    },
     /// Running → successor: nothing more of the state follows.
     StateEnd,
     /// Successor → running: it cannot start, and why; the running gateway keeps serving.
@@ -205,6 +213,7 @@ impl Message<'_> {
             Self::Failed { .. } => 0x0a,
             Self::Ready { .. } => 0x0b,
             Self::Draining => 0x0c,
+            Self::QuicSecret { .. } => 0x0d,
         }
     }
 
@@ -223,6 +232,7 @@ impl Message<'_> {
             Self::Failed { .. } => "failed",
             Self::Ready { .. } => "ready",
             Self::Draining => "draining",
+            Self::QuicSecret { .. } => "quic_secret",
         }
     }
 }
@@ -368,6 +378,9 @@ fn decode_body(code: u8, body: &[u8]) -> Result<Message<'_>, HandoffError> {
         0x0a => Message::Failed { reason: r.reason()? },
         0x0b => Message::Ready { pid: r.u32("pid")? },
         0x0c => Message::Draining,
+        0x0d => Message::QuicSecret {
+            key: r.array("QUIC secret")?,
+        },
         other => return Err(HandoffError::UnknownType(other)),
     };
     if !r.0.is_empty() {
@@ -406,6 +419,7 @@ fn encode_body(message: &Message<'_>, out: &mut Vec<u8>) -> Result<(), HandoffEr
             out.extend_from_slice(reason.as_bytes());
         }
         Message::SendState | Message::StateEnd | Message::Draining => {}
+        Message::QuicSecret { key } => out.extend_from_slice(&key[..]),
         Message::Sockets { kinds } => {
             if kinds.is_empty() {
                 return Err(HandoffError::Empty("socket list"));
@@ -615,6 +629,7 @@ mod tests {
         });
         round_trip(Message::Ready { pid: 1 });
         round_trip(Message::Draining);
+        round_trip(Message::QuicSecret { key: &[7u8; 32] });
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The running gateway's side of a binary upgrade: it listens on `[server] upgrade_socket`, and
 //! to one successor at a time (`tlsgate serve --upgrade`, same user only) it hands duplicates of
-//! its listening sockets (listeners, admin, the upgrade socket itself), its ticket keys and its
-//! session cache. Until the successor says `Ready` nothing changes here: a successor that fails
+//! its listening sockets (listeners, admin, the upgrade socket itself), its ticket keys, its
+//! QUIC reset and Retry secret and its session cache. Until the successor says `Ready` nothing changes here: a successor that fails
 //! (`Failed`, a crash, silence past [`UPGRADE_TIMEOUT`]) leaves this process serving as before,
 //! and the failure is logged. On `Ready` this process stops accepting (the successor accepts
 //! from the same sockets, so no connection is refused), answers `Draining`, waits for the
@@ -61,6 +61,8 @@ pub struct Handover {
     /// Duplicates of every listening socket; dropped when draining starts (so that, on a plain
     /// stop, the closed listeners refuse new connections at once).
     sockets: Mutex<Option<Vec<(SocketKind, OwnedFd)>>>,
+    /// The QUIC reset and Retry secret (when HTTP/3 is served).
+    quic_secret: Option<[u8; 32]>,
     /// The process ID of the successor being served now.
     busy: Mutex<Option<u32>>,
     handed_over: AtomicBool,
@@ -72,11 +74,13 @@ impl Handover {
     pub fn new(
         gateway: Arc<Gateway>,
         sockets: Vec<(SocketKind, OwnedFd)>,
+        quic_secret: Option<[u8; 32]>,
         events: tokio::sync::mpsc::UnboundedSender<Event>,
     ) -> Arc<Self> {
         Arc::new(Self {
             gateway,
             sockets: Mutex::new(Some(sockets)),
+            quic_secret,
             busy: Mutex::new(None),
             handed_over: AtomicBool::new(false),
             events,
@@ -289,6 +293,9 @@ impl Handover {
             })
             .collect();
         channel.send(&Message::TicketKeys { keys: records })?;
+        if let Some(key) = &self.quic_secret {
+            channel.send(&Message::QuicSecret { key })?;
+        }
         let sessions = self.gateway.sessions.cache.export();
         let mut batch = Vec::new();
         let mut size = 4;

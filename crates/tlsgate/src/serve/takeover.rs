@@ -32,6 +32,8 @@ pub struct Inherited {
     upgrade: Option<(Option<PathBuf>, UnixListener)>,
     /// QUIC sockets in their groups' order, each waiting for (then with) its link.
     quic: Vec<(SocketAddr, std::net::UdpSocket, Option<UnixDatagram>)>,
+    /// The old process's QUIC reset and Retry secret.
+    quic_secret: Option<[u8; 32]>,
 }
 
 /// How the takeover ended once this process was accepting.
@@ -110,6 +112,7 @@ impl Takeover {
                         .cache
                         .import(records.iter().map(|s| (s.id, s.der, Duration::from_millis(s.ttl_ms))));
                 }
+                Message::QuicSecret { key } => inherited.quic_secret = Some(*key),
                 Message::StateEnd => break,
                 other => return Err(UpgradeError::unexpected("sockets or session state", &other)),
             }
@@ -121,6 +124,7 @@ impl Takeover {
             old = self.old_pid,
             listener_sockets = inherited.listeners.len(),
             quic_sockets = inherited.quic.len(),
+            quic_secret = inherited.quic_secret.is_some(),
             ticket_keys = keys,
             ticket_keys_installed = keys_installed,
             sessions,
@@ -228,6 +232,11 @@ impl Inherited {
     }
 
     /// The QUIC sockets received, each with its link, in their groups' order.
+    /// The old process's QUIC reset and Retry secret, when it served HTTP/3.
+    pub fn take_quic_secret(&mut self) -> Option<[u8; 32]> {
+        self.quic_secret.take()
+    }
+
     pub fn take_quic(&mut self) -> Vec<tlsgate_proxy::downstream::quic::Adopted> {
         std::mem::take(&mut self.quic)
             .into_iter()

@@ -95,6 +95,7 @@ impl Upgrades {
         gateway: &Arc<Gateway>,
         config: &Config,
         mut sockets: Vec<(SocketKind, OwnedFd)>,
+        quic_secret: Option<[u8; 32]>,
         listener: Option<std::os::unix::net::UnixListener>,
         stale_path: Option<PathBuf>,
     ) -> std::io::Result<Self> {
@@ -102,7 +103,7 @@ impl Upgrades {
         let handover = match &listener {
             Some(l) => {
                 sockets.push((SocketKind::Upgrade, OwnedFd::from(l.try_clone()?)));
-                Some(Handover::new(gateway.clone(), sockets, events_tx.clone()))
+                Some(Handover::new(gateway.clone(), sockets, quic_secret, events_tx.clone()))
             }
             None => None,
         };

@@ -11,7 +11,8 @@
 //! (`[cluster] secret_files`) that secret is derived from the cluster secret: every node, and the
 //! process after a restart or a binary upgrade, sends valid resets for the others' connections
 //! and accepts the Retry tokens they minted (a load balancer without UDP affinity may send a
-//! client's second Initial elsewhere). Without a cluster it is random per process.
+//! client's second Initial elsewhere). Without a cluster it is random per process, and handed
+//! to the successor of a binary upgrade with the sockets.
 
 use quiche::ConnectionId;
 
@@ -35,6 +36,16 @@ impl Secret {
         let mut key = [0u8; 32];
         cluster.derive(&[b"tlsgate quic reset and retry"], &mut key);
         Self(key)
+    }
+
+    /// The secret a binary upgrade's old process used (handed over with its sockets).
+    pub fn from_bytes(key: [u8; 32]) -> Self {
+        Self(key)
+    }
+
+    /// The secret's bytes, for a successor of a binary upgrade.
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// HMAC-SHA256 of the concatenated `parts`.

@@ -61,8 +61,14 @@ struct Via {
 
 /// One worker's endpoint on one address.
 pub struct Endpoint {
-    /// Index of the worker.
+    /// The socket's place in its group: the worker byte of the connection IDs the kernel sends
+    /// here (the worker's index, on the worker's own socket).
     pub worker: usize,
+    /// On a surplus socket taken over from an old process with more workers: the worker new
+    /// connections are passed to (the endpoint accepts none itself).
+    pub relay_to: Option<usize>,
+    /// Keeps a surplus socket's forwarding queue open (nothing is forwarded to it).
+    pub _unused_queue: Option<mpsc::Sender<Forwarded>>,
     /// Gateway state.
     pub gateway: Arc<Gateway>,
     /// The worker's socket.
@@ -262,6 +268,17 @@ impl State {
         }
         if self.draining {
             m::datagram("shed");
+            return;
+        }
+        if let Some(worker) = self.ep.relay_to {
+            // A surplus socket: its worker's own socket accepts (its IDs lead the kernel there).
+            let f = Forwarded {
+                data,
+                from,
+                from_process: via.process,
+            };
+            let sent = self.ep.peers.get(worker).is_some_and(|p| p.try_send(f).is_ok());
+            m::datagram(if sent { "relayed" } else { "dropped_full" });
             return;
         }
         self.accept(data, from, version, dcid, scid, token);

@@ -42,12 +42,19 @@ const FORWARD_QUEUE: usize = 1024;
 
 /// One worker's share of the QUIC sockets, bound before the workers start.
 pub struct QuicWorker {
-    worker: usize,
     endpoints: Vec<WorkerSocket>,
 }
 
 struct WorkerSocket {
     socket: std::net::UdpSocket,
+    /// Its place in the address's SO_REUSEPORT group: the worker byte of the connection IDs the
+    /// steering program sends to it (the worker's own index, except on a surplus socket).
+    index: usize,
+    /// A surplus socket (taken over from an old process with more workers) passes new
+    /// connections to this worker's own socket: it never accepts one itself.
+    relay_to: Option<usize>,
+    /// Keeps a surplus socket's (never used) forwarding queue open.
+    _unused_queue: Option<mpsc::Sender<Forwarded>>,
     peers: Arc<Vec<mpsc::Sender<Forwarded>>>,
     forwarded: mpsc::Receiver<Forwarded>,
     secret: cid::Secret,
@@ -74,6 +81,8 @@ pub struct Bound {
     /// What a successor would take over: per socket, in each group's order, a duplicate of the
     /// socket and the other end of its link.
     pub handed: Vec<(SocketKind, OwnedFd)>,
+    /// The reset and Retry secret, for a successor (none when QUIC is off).
+    pub secret: Option<[u8; 32]>,
 }
 
 /// The UDP addresses QUIC serves under `config` (none unless `[http3] enabled`).
@@ -89,15 +98,16 @@ pub fn addresses(config: &Config) -> Vec<SocketAddr> {
 
 /// Binds the QUIC sockets of `config` for `workers` workers (an empty share each when HTTP/3 is
 /// off). A successor passes the sockets it took over (`adopted`, in each group's order): an
-/// address with one per worker is served with them, each with its link to the old process.
-pub fn bind(config: &Config, workers: usize, adopted: &mut Vec<Adopted>) -> Result<Bound, QuicError> {
+/// address is served with them, each with its link to the old process, and `inherited` is the
+/// old process's reset and Retry secret (used unless a cluster secret gives one).
+pub fn bind(
+    config: &Config,
+    workers: usize,
+    adopted: &mut Vec<Adopted>,
+    inherited: Option<[u8; 32]>,
+) -> Result<Bound, QuicError> {
     let workers = workers.max(1);
-    let mut out: Vec<QuicWorker> = (0..workers)
-        .map(|worker| QuicWorker {
-            worker,
-            endpoints: Vec::new(),
-        })
-        .collect();
+    let mut out: Vec<QuicWorker> = (0..workers).map(|_| QuicWorker { endpoints: Vec::new() }).collect();
     let mut handed = Vec::new();
     let addresses = addresses(config);
     let secret = match config.cluster.as_ref().and_then(|c| c.secret_files.first()) {
@@ -106,39 +116,41 @@ pub fn bind(config: &Config, workers: usize, adopted: &mut Vec<Adopted>) -> Resu
                 tlsgate_tls::secret::ClusterSecret::load(path).map_err(|e| QuicError::Secret(e.to_string()))?;
             cid::Secret::from_cluster(&cluster)
         }
-        _ => cid::Secret::random(),
+        _ => inherited.map_or_else(cid::Secret::random, cid::Secret::from_bytes),
     };
+    let handed_secret = (!addresses.is_empty()).then(|| *secret.bytes());
     for addr in addresses {
         let (taken, kept): (Vec<Adopted>, Vec<Adopted>) =
             std::mem::take(adopted).into_iter().partition(|a| a.addr == addr);
         *adopted = kept;
-        let (sockets, links): (Vec<_>, Vec<Option<UnixDatagram>>) = if taken.len() == workers {
-            taken.into_iter().map(|a| (a.socket, Some(a.link))).unzip()
-        } else {
-            if !taken.is_empty() {
-                // Another worker count would change which socket the steering program picks
-                // for a connection ID: not taken over (the old process keeps the address).
-                tracing::warn!(%addr, old = taken.len(), new = workers, "the old process served QUIC on {addr} with another number of workers: not taken over");
-            }
-            let sockets = socket::bind_workers(addr, workers)?;
-            let none = sockets.iter().map(|_| None).collect();
-            (sockets, none)
-        };
-        if workers > 1 {
-            if let Err(e) = udp::steer_by_connection_id(&sockets[0], cid::CID_LEN as u8) {
+        let group = group(addr, workers, taken)?;
+        if group.len() > 1 {
+            if let Err(e) = udp::steer_by_connection_id(&group[0].0, cid::CID_LEN as u8) {
                 // Without it, a packet that reaches another worker is forwarded to its owner.
                 tracing::warn!(%addr, error = %e, "cannot attach the QUIC steering program; forwarding between workers instead");
             }
         }
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
         let peers = Arc::new(txs);
-        for (((w, socket), forwarded), to_predecessor) in out.iter_mut().zip(sockets).zip(rxs).zip(links) {
+        let mut rxs = rxs.into_iter();
+        for (index, (socket, to_predecessor)) in group.into_iter().enumerate() {
             let fail = |source| QuicError::Bind { addr, source };
             let (to_successor, theirs) = UnixDatagram::pair().map_err(fail)?;
             handed.push((SocketKind::Quic, OwnedFd::from(socket.try_clone().map_err(fail)?)));
             handed.push((SocketKind::QuicLink, OwnedFd::from(theirs)));
-            w.endpoints.push(WorkerSocket {
+            let worker = index % workers;
+            let (forwarded, relay_to, unused_queue) = match rxs.next() {
+                Some(rx) => (rx, None, None),
+                None => {
+                    let (tx, rx) = mpsc::channel(1);
+                    (rx, Some(worker), Some(tx))
+                }
+            };
+            out[worker].endpoints.push(WorkerSocket {
                 socket,
+                index,
+                relay_to,
+                _unused_queue: unused_queue,
                 peers: peers.clone(),
                 forwarded,
                 secret: secret.clone(),
@@ -147,7 +159,40 @@ pub fn bind(config: &Config, workers: usize, adopted: &mut Vec<Adopted>) -> Resu
             });
         }
     }
-    Ok(Bound { workers: out, handed })
+    Ok(Bound {
+        workers: out,
+        handed,
+        secret: handed_secret,
+    })
+}
+
+/// The SO_REUSEPORT group of `addr` for `workers` workers, in the group's order, each socket
+/// with its link to the old process when it was taken over from one. Taken-over sockets all
+/// stay (closing one would move the group's last socket into its place, and the steering
+/// program would then send that socket's connections to the wrong process): with fewer workers
+/// than the old process had, the surplus ones are read too (their connections are the old
+/// process's; new ones are passed to a worker), with more, new sockets join after them.
+fn group(
+    addr: SocketAddr,
+    workers: usize,
+    taken: Vec<Adopted>,
+) -> Result<Vec<(std::net::UdpSocket, Option<UnixDatagram>)>, QuicError> {
+    if taken.is_empty() {
+        return Ok(socket::bind_workers(addr, workers)?
+            .into_iter()
+            .map(|s| (s, None))
+            .collect());
+    }
+    if taken.len() != workers {
+        tracing::info!(%addr, old = taken.len(), new = workers, "upgrade: the old process served QUIC on {addr} with another number of workers; taking its sockets over");
+    }
+    let mut group: Vec<_> = taken.into_iter().map(|a| (a.socket, Some(a.link))).collect();
+    if group.len() < workers {
+        let members: Vec<_> = group.iter().map(|(s, _)| s).collect();
+        let joined = socket::join(&members, workers - group.len())?;
+        group.extend(joined.into_iter().map(|s| (s, None)));
+    }
+    Ok(group)
 }
 
 impl QuicWorker {
@@ -173,7 +218,9 @@ impl QuicWorker {
                 }
             };
             let endpoint = Endpoint {
-                worker: self.worker,
+                worker: e.index,
+                relay_to: e.relay_to,
+                _unused_queue: e._unused_queue,
                 gateway: gateway.clone(),
                 socket,
                 secret: e.secret,
