@@ -638,6 +638,27 @@ impl ConnectionIdentifiers {
         Ok(())
     }
 
+    /// Unbinds the connection IDs bound to the evicted path `path_id`: its
+    /// Source Connection IDs become unassigned (the next path a packet carrying
+    /// one arrives on takes it), and its Destination Connection ID `dcid_seq`
+    /// moves to `dcid_now`, a path still using it, or becomes spare again
+    /// (tlsgate patch).
+    pub fn unlink_path_id(
+        &mut self, path_id: usize, dcid_seq: Option<u64>, dcid_now: Option<usize>,
+    ) {
+        for e in self.scids.inner.iter_mut() {
+            if e.path_id == Some(path_id) {
+                e.path_id = None;
+            }
+        }
+
+        for e in self.dcids.inner.iter_mut() {
+            if e.path_id == Some(path_id) {
+                e.path_id = if Some(e.seq) == dcid_seq { dcid_now } else { None };
+            }
+        }
+    }
+
     /// Gets the minimum Source Connection ID sequence number whose removal has
     /// not been requested yet.
     #[inline]

@@ -9088,6 +9088,26 @@ impl<F: BufFactory> Connection<F> {
         // This is a new 4-tuple. See if the CID has not been assigned on
         // another path.
 
+        // tlsgate patch: with the path table full and no unused path in it,
+        // a path the connection migrated away from makes room (its connection
+        // IDs unbound first), else a peer whose address changed more times
+        // than the table holds could not be served at its new address.
+        if let Some((old_pid, old)) = self.paths.evict_superseded() {
+            let dcid_now = old.active_dcid_seq.and_then(|seq| {
+                self.paths
+                    .iter()
+                    .find(|(_, p)| p.active_dcid_seq == Some(seq))
+                    .map(|(pid, _)| pid)
+            });
+
+            self.ids
+                .unlink_path_id(old_pid, old.active_dcid_seq, dcid_now);
+
+            in_scid_pid = self.ids.find_scid_seq(dcid).and_then(|(_, pid)| pid);
+        }
+
+        let ids = &mut self.ids;
+
         // Ignore this step if are using zero-length SCID.
         if ids.zero_length_scid() {
             in_scid_pid = None;

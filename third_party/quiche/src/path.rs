@@ -250,6 +250,12 @@ pub struct Path {
     /// to be validated.
     migrating: bool,
 
+    /// Whether the connection migrated away from this path (it was the active
+    /// one, and another became active). Such a path may be evicted to make room
+    /// for a new one (tlsgate patch: without it, a peer whose address changed
+    /// `active_connection_id_limit` times could not be served on a new one).
+    superseded: bool,
+
     /// Whether or not we should force eliciting of an ACK (e.g. via PING frame)
     pub needs_ack_eliciting: bool,
 }
@@ -319,6 +325,7 @@ impl Path {
             challenge_requested: false,
             failure_notified: false,
             migrating: false,
+            superseded: false,
             needs_ack_eliciting: false,
         }
     }
@@ -811,6 +818,32 @@ impl PathMap {
         Ok(())
     }
 
+    /// When the paths are at `max_concurrent_paths` and none is unused, removes
+    /// one the connection migrated away from (the first in identifier order)
+    /// and returns it with its former identifier, so that the caller can
+    /// unlink the connection IDs bound to it. `None` when there is room, an
+    /// unused path to evict, or no superseded one (tlsgate patch).
+    pub fn evict_superseded(&mut self) -> Option<(usize, Path)> {
+        if self.paths.len() < self.max_concurrent_paths ||
+            self.paths.iter().any(|(_, p)| p.unused())
+        {
+            return None;
+        }
+
+        let (pid, _) = self
+            .paths
+            .iter()
+            .find(|(_, p)| p.superseded && !p.active())?;
+
+        let path = self.paths.remove(pid);
+        self.addrs_to_paths
+            .remove(&(path.local_addr, path.peer_addr));
+
+        self.notify_event(PathEvent::Closed(path.local_addr, path.peer_addr));
+
+        Some((pid, path))
+    }
+
     /// Records the provided `Path` and returns its assigned identifier.
     ///
     /// On success, this method takes care of creating a notification to the
@@ -919,10 +952,12 @@ impl PathMap {
 
         if let Ok(old_active_path) = self.get_active_mut() {
             old_active_path.active = false;
+            old_active_path.superseded = true;
         }
 
         let new_active_path = self.get_mut(path_id)?;
         new_active_path.active = true;
+        new_active_path.superseded = false;
 
         if is_server {
             if new_active_path.validated() {

@@ -14,10 +14,11 @@ const MAX_STREAMS_UNI: u64 = 16;
 /// Flow-control window of each unidirectional stream.
 const UNI_STREAM_WINDOW: u64 = 64 * 1024;
 /// `active_connection_id_limit`: the client's connection IDs the gateway keeps, which quiche
-/// also takes as the number of network paths a connection may have seen. quiche 0.30 never
-/// frees a path the client left (it keeps the client's connection ID), so this is how many
-/// addresses one connection can have: the first and 7 changes (NAT rebindings, a phone
-/// changing networks). quiche's default of 2 stalled a client at its second change.
+/// also takes as the number of network paths a connection holds at once. Unpatched quiche 0.30
+/// never freed a path the client left, so this was how many addresses one connection could
+/// ever have (quiche's default of 2 stalled a client at its second change); the patched quiche
+/// (third_party/README.md) evicts a path the connection migrated away from when a new address
+/// needs room, so addresses may change any number of times, 7 of the old paths kept meanwhile.
 const MAX_PATHS: u64 = 8;
 
 /// One generation's QUIC settings.
