@@ -128,10 +128,17 @@ fn hostile_datagrams_do_not_disturb_an_established_connection() {
 /// datagram) from a socket that never answers, and counts what the gateway sends back within
 /// `wait`: (sent, received) bytes.
 fn unanswered_initial(port: u16, wait: Duration) -> (usize, usize) {
+    unanswered_hello(port, "X25519", Duration::ZERO, wait)
+}
+
+/// Sends a client's first flight (quiche's ClientHello offering `curves`) from a socket that
+/// never answers, its datagrams after the first `gap` later, and counts what the gateway sends
+/// back until `wait` after the last: (sent, received) bytes.
+fn unanswered_hello(port: u16, curves: &str, gap: Duration, wait: Duration) -> (usize, usize) {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let server: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut tls = boring::ssl::SslContextBuilder::new(boring::ssl::SslMethod::tls()).unwrap();
-    tls.set_curves_list("X25519").unwrap();
+    tls.set_curves_list(curves).unwrap();
     let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, tls).unwrap();
     config.set_application_protos(&[b"h3"]).unwrap();
     config.verify_peer(false);
@@ -146,46 +153,99 @@ fn unanswered_initial(port: u16, wait: Duration) -> (usize, usize) {
     )
     .unwrap();
     let mut buf = [0u8; 1500];
-    let mut sent = 0;
+    let mut datagrams = Vec::new();
     while let Ok((n, _)) = conn.send(&mut buf) {
-        sock.send_to(&buf[..n], server).unwrap();
-        sent += n;
+        datagrams.push(buf[..n].to_vec());
     }
-    sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-    let deadline = std::time::Instant::now() + wait;
-    let mut received = 0;
-    while std::time::Instant::now() < deadline {
-        if let Ok((n, _)) = sock.recv_from(&mut buf) {
-            received += n;
+    sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let (mut sent, mut received) = (0, 0);
+    let mut read_for = |how_long: Duration| {
+        let deadline = std::time::Instant::now() + how_long;
+        let mut got = 0;
+        while std::time::Instant::now() < deadline {
+            if let Ok((n, _)) = sock.recv_from(&mut buf) {
+                got += n;
+            }
         }
+        got
+    };
+    for (i, d) in datagrams.iter().enumerate() {
+        if i == 1 && !gap.is_zero() {
+            received += read_for(gap);
+        }
+        sock.send_to(d, server).unwrap();
+        sent += d.len();
     }
+    received += read_for(wait);
     (sent, received)
+}
+
+/// A certificate for `localhost` naming `extra` more hosts (a large server flight: the client
+/// offers no certificate compression), as a site's `[[site.certificate]]` block.
+fn big_certificate(extra: usize) -> (tlsgate_testkit::TestPki, String) {
+    let pki = tlsgate_testkit::TestPki::new();
+    let names: Vec<String> = (0..extra)
+        .map(|i| format!("host-{i:03}.amplification.example"))
+        .collect();
+    let mut all: Vec<&str> = vec!["localhost"];
+    all.extend(names.iter().map(String::as_str));
+    let (chain, key) = pki.leaf("big", &all, tlsgate_tls::pki::KeyKind::EcdsaP256);
+    let certs = common::cert_block(&chain, &key);
+    (pki, certs)
 }
 
 #[test]
 fn an_unvalidated_address_gets_at_most_three_times_what_it_sent() {
     // A certificate naming 150 more hosts: a server flight of several kilobytes, far more than
-    // 3x one Initial (the client offers no certificate compression).
-    let pki = tlsgate_testkit::TestPki::new();
-    let names: Vec<String> = (0..150).map(|i| format!("host-{i:03}.amplification.example")).collect();
-    let mut all: Vec<&str> = vec!["localhost"];
-    all.extend(names.iter().map(String::as_str));
-    let (chain, key) = pki.leaf("big", &all, tlsgate_tls::pki::KeyKind::EcdsaP256);
-    let certs = common::cert_block(&chain, &key);
+    // 3x one Initial.
+    let (gw, https, _pki) = big_flight_gateway(150);
+    let (sent, received) = unanswered_initial(https, Duration::from_secs(2));
+    assert_eq!(sent, 1200, "one padded Initial");
+    assert_up_to_the_limit(&gw, sent, received);
+}
+
+/// A gateway without Retry whose certificate names `extra` more hosts; its port (and the PKI,
+/// whose files live as long as it does).
+fn big_flight_gateway(extra: usize) -> (tlsgate_testkit::GatewayProcess, u16, tlsgate_testkit::TestPki) {
+    let (pki, certs) = big_certificate(extra);
     let (https, admin) = (free_port(), free_port());
     let text = common::config_with_certs(&certs, https, admin, &http3("retry = \"never\""), "");
     let gw = tlsgate_testkit::GatewayProcess::start(common::binary(), &text, admin, &[https]);
-    let (sent, received) = unanswered_initial(https, Duration::from_secs(2));
-    assert_eq!(sent, 1200, "one padded Initial");
+    (gw, https, pki)
+}
+
+/// The gateway sent an unvalidated address at most 3x what it received, and more than 2x (its
+/// flight is larger than the limit, so it sends up to it).
+fn assert_up_to_the_limit(gw: &tlsgate_testkit::GatewayProcess, sent: usize, received: usize) {
     assert!(
         received <= 3 * sent,
-        "sent {received} bytes to an address that sent {sent} before validating it"
+        "sent {received} bytes to an address that sent {sent} before validating it\n{}",
+        gw.log()
     );
     assert!(
         received > 2 * sent,
         "the flight is larger than the limit, so the gateway sends up to it: {received}\n{}",
         gw.log()
     );
+}
+
+/// A hybrid post-quantum ClientHello takes two Initial datagrams. When the first arrives alone,
+/// the gateway acknowledges it in an Initial padded to 1,200 bytes; that padding is sent too,
+/// so it counts against the 3x limit (RFC 9000 §8.1): the whole first flight stays within 3x
+/// the client's 2,400 bytes. (quiche 0.30 did not charge the padding: 8,332 bytes arrived in
+/// the lab, 3.47x; the vendored quiche charges it, third_party/README.md.)
+#[test]
+fn the_padding_of_an_acknowledgement_counts_against_the_amplification_limit() {
+    // 300 more names: a flight well beyond 3x both datagrams.
+    let (gw, https, _pki) = big_flight_gateway(300);
+    let (sent, received) = unanswered_hello(
+        https,
+        "X25519MLKEM768",
+        Duration::from_millis(300),
+        Duration::from_secs(2),
+    );
+    assert_eq!(sent, 2400, "a ClientHello in two padded Initials");
+    assert_up_to_the_limit(&gw, sent, received);
 }
 
 #[test]

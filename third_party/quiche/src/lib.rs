@@ -4106,6 +4106,19 @@ impl<F: BufFactory> Connection<F> {
             out[done..done + pad_len].fill(0);
 
             done += pad_len;
+
+            // tlsgate patch: the padding is sent too, so it counts against
+            // the anti-amplification limit (RFC 9000 §8.1 counts every byte of
+            // the datagrams); uncharged, a padded ACK-only Initial let the
+            // first flight reach 3.47x what the client had sent.
+            if self.is_server {
+                let path = self.paths.get_mut(send_pid)?;
+
+                if !path.verified_peer_address {
+                    path.max_send_bytes =
+                        path.max_send_bytes.saturating_sub(pad_len);
+                }
+            }
         }
 
         let send_path = self.paths.get(send_pid)?;

@@ -241,13 +241,21 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
     let _ = done.send(ids);
 }
 
-/// Hands a datagram to quiche (errors are quiche's to act on: it closes when it must).
+/// Hands a datagram to quiche (errors are quiche's to act on: it closes when it must), and
+/// takes the path events it queued (new client addresses, migrations, evicted paths): nothing
+/// else reads them, and a client whose address keeps changing would grow the queue for the
+/// connection's whole life.
 fn recv(conn: &mut quiche::Connection, mut d: Datagram, local: SocketAddr) {
     let info = quiche::RecvInfo {
         from: d.from,
         to: local,
     };
     let _ = conn.recv(&mut d.data, info);
+    while let Some(event) = conn.path_event_next() {
+        if let quiche::PathEvent::PeerMigrated(_, peer) = event {
+            tracing::debug!(%peer, "QUIC connection migrated to a new client address");
+        }
+    }
 }
 
 /// Reads the handshake's outcome, counts it and builds the connection's context and HTTP/3.
