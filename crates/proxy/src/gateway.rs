@@ -42,6 +42,9 @@ pub struct Generation {
     pub config: Arc<Config>,
     /// TLS contexts.
     pub tls: TlsService,
+    /// The same sites' contexts for QUIC (ALPN `h3`, TLS 1.3), built with the generation when
+    /// it serves HTTP/3, so that QUIC uses the certificate files as they were loaded.
+    pub quic_tls: Option<Arc<TlsService>>,
     /// Sites in configuration order.
     pub sites: Vec<SiteRuntime>,
     /// Upstream groups in configuration order.
@@ -68,6 +71,11 @@ impl Generation {
     /// Builds a generation; the error names the field and file at fault.
     pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, TlsBuildError> {
         let tls = TlsService::build(&config, sessions)?;
+        let quic_tls = if crate::downstream::quic::addresses(&config).is_empty() {
+            None
+        } else {
+            Some(Arc::new(TlsService::build_quic(&config, sessions)?))
+        };
         let upstreams: Vec<Arc<UpstreamGroup>> = config
             .upstreams
             .iter()
@@ -100,6 +108,7 @@ impl Generation {
             ja4_header,
             config: Arc::new(config),
             tls,
+            quic_tls,
             sites,
             upstreams,
         })

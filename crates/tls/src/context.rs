@@ -230,16 +230,19 @@ impl TlsService {
 
     /// The TLS side of a generation for QUIC (HTTP/3): the same sites, certificates, key
     /// backends, session machinery and certificate selection as [`TlsService::build`], with
-    /// ALPN `h3` and TLS 1.3 only, and the front context left unbuilt for quiche
-    /// (`quiche::Config::with_boring_ssl_ctx_builder`).
-    pub fn build_quic(config: &Config, sessions: &SessionState) -> Result<(Self, SslContextBuilder), TlsBuildError> {
+    /// ALPN `h3` and TLS 1.3 only. Built with the generation, from the files as they are then
+    /// (like the TCP side); each QUIC endpoint then takes a front context of its own
+    /// ([`Self::quic_front`]).
+    pub fn build_quic(config: &Config, sessions: &SessionState) -> Result<Self, TlsBuildError> {
         let mut config = config.clone();
-        config.tls.alpn = vec!["h3".into()];
-        config.tls.min_version = TlsVersion::V1_3;
-        config.tls.max_version = TlsVersion::V1_3;
-        let service = Self::build(&config, sessions)?;
-        let front = front_builder(&config.tls, sessions, service.selector.clone())?;
-        Ok((service, front))
+        config.tls = quic_tls(&config.tls);
+        Self::build(&config, sessions)
+    }
+
+    /// A front context for quiche (`quiche::Config::with_boring_ssl_ctx_builder`, which takes it
+    /// unbuilt) selecting among this QUIC service's sites: reads no file.
+    pub fn quic_front(&self, tls: &TlsConfig, sessions: &SessionState) -> Result<SslContextBuilder, TlsBuildError> {
+        front_builder(&quic_tls(tls), sessions, self.selector.clone())
     }
 
     /// A new server-side connection object; its handshake configuration is freed once the
@@ -401,6 +404,15 @@ fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
         }
     }
     None
+}
+
+/// `tls` as QUIC uses it: ALPN `h3`, TLS 1.3 only.
+fn quic_tls(tls: &TlsConfig) -> TlsConfig {
+    let mut tls = tls.clone();
+    tls.alpn = vec!["h3".into()];
+    tls.min_version = TlsVersion::V1_3;
+    tls.max_version = TlsVersion::V1_3;
+    tls
 }
 
 fn build_front(tls: &TlsConfig, sessions: &SessionState, selector: Arc<Selector>) -> Result<SslContext, TlsBuildError> {

@@ -248,6 +248,40 @@ fn the_padding_of_an_acknowledgement_counts_against_the_amplification_limit() {
     assert_up_to_the_limit(&gw, sent, received);
 }
 
+/// QUIC serves the certificate the generation loaded, as TCP does: the first HTTP/3 connection
+/// after the certificate's files were removed (moved away before a deployment, say) is served.
+/// (The QUIC TLS contexts were built by each worker at its first QUIC connection, from the
+/// files as they were then: here, none.)
+#[test]
+fn http3_serves_the_certificate_loaded_with_the_configuration() {
+    let pki = tlsgate_testkit::TestPki::new();
+    let files = tempfile::tempdir().unwrap();
+    let (chain, key) = pki.leaf("site", &["localhost"], tlsgate_tls::pki::KeyKind::EcdsaP256);
+    let (chain_copy, key_copy) = (files.path().join("chain.pem"), files.path().join("key.pem"));
+    std::fs::copy(&chain, &chain_copy).unwrap();
+    std::fs::copy(&key, &key_copy).unwrap();
+    let (https, admin) = (free_port(), free_port());
+    let text = common::config_with_certs(
+        &common::cert_block(&chain_copy, &key_copy),
+        https,
+        admin,
+        &http3(""),
+        "",
+    );
+    let gw = tlsgate_testkit::GatewayProcess::start(common::binary(), &text, admin, &[https]);
+    drop(files);
+    assert!(!chain_copy.exists());
+    let got = client(
+        &pki.ca_file(),
+        &["-url", &format!("https://localhost:{https}/hello"), "-n", "2"],
+    );
+    assert!(
+        got.len() == 2 && got.iter().all(|r| r["status"] == 200),
+        "{got:?}\n{}",
+        gw.log()
+    );
+}
+
 #[test]
 fn retry_validates_addresses_before_any_tls_work() {
     let f = common::start(&http3("retry = \"always\""), "");

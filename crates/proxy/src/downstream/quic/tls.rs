@@ -35,7 +35,13 @@ impl QuicTls {
     /// Builds the settings of the gateway's current generation.
     pub fn build(gateway: &Gateway) -> Result<Self, QuicError> {
         let generation = gateway.current();
-        let (service, front) = TlsService::build_quic(&generation.config, &gateway.sessions)?;
+        // The generation's (built with it from the files as they were); one that does not serve
+        // HTTP/3 (a reload turned it off: the sockets stay until a restart) is built here.
+        let service = match &generation.quic_tls {
+            Some(s) => s.clone(),
+            None => Arc::new(TlsService::build_quic(&generation.config, &gateway.sessions)?),
+        };
+        let front = service.quic_front(&generation.config.tls, &gateway.sessions)?;
         let mut config = quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, front)?;
         config.set_application_protos(&[b"h3"])?;
         let h3 = &generation.config.http3;
@@ -57,7 +63,7 @@ impl QuicTls {
         }
         Ok(Self {
             generation,
-            service: Arc::new(service),
+            service,
             config,
         })
     }
