@@ -97,3 +97,16 @@ pub struct Config {
     #[serde(default, rename = "rate_limit")]
     pub rate_limits: Vec<RateLimitConfig>,
 }
+
+impl Config {
+    /// The UDP addresses QUIC serves (none unless `[http3] enabled`): one per HTTPS listener it
+    /// serves, on that listener's address or `[http3]`'s port.
+    pub fn quic_addresses(&self) -> Vec<std::net::SocketAddr> {
+        let h3 = &self.http3;
+        self.listeners
+            .iter()
+            .filter(|l| l.kind == ListenerKind::Https && h3.serves(l.listen))
+            .map(|l| h3.udp_addr(l.listen))
+            .collect()
+    }
+}

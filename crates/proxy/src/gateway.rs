@@ -71,7 +71,7 @@ impl Generation {
     /// Builds a generation; the error names the field and file at fault.
     pub fn build(config: Config, sessions: &SessionState, id: u64) -> Result<Self, TlsBuildError> {
         let tls = TlsService::build(&config, sessions)?;
-        let quic_tls = if crate::downstream::quic::addresses(&config).is_empty() {
+        let quic_tls = if config.quic_addresses().is_empty() {
             None
         } else {
             Some(Arc::new(TlsService::build_quic(&config, sessions)?))

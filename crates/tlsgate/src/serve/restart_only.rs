@@ -73,10 +73,7 @@ pub fn not_applied(running: &Config, new: &Config) -> Vec<String> {
             show(new)
         ));
     }
-    let (old_udp, new_udp) = (
-        tlsgate_proxy::downstream::quic::addresses(running),
-        tlsgate_proxy::downstream::quic::addresses(new),
-    );
+    let (old_udp, new_udp) = (running.quic_addresses(), new.quic_addresses());
     if old_udp != new_udp {
         changes.push(format!(
             "[http3] QUIC addresses {old_udp:?} -> {new_udp:?} (the UDP sockets stay as they were bound)"

@@ -33,7 +33,7 @@ use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
-use tlsgate_config::{Config, ListenerKind};
+use tlsgate_config::Config;
 use tlsgate_wire::handoff::SocketKind;
 use tokio::sync::mpsc;
 
@@ -85,17 +85,6 @@ pub struct Bound {
     pub secret: Option<[u8; 32]>,
 }
 
-/// The UDP addresses QUIC serves under `config` (none unless `[http3] enabled`).
-pub fn addresses(config: &Config) -> Vec<SocketAddr> {
-    let h3 = &config.http3;
-    config
-        .listeners
-        .iter()
-        .filter(|l| l.kind == ListenerKind::Https && h3.serves(l.listen))
-        .map(|l| h3.udp_addr(l.listen))
-        .collect()
-}
-
 /// Binds the QUIC sockets of `config` for `workers` workers (an empty share each when HTTP/3 is
 /// off). A successor passes the sockets it took over (`adopted`, in each group's order): an
 /// address is served with them, each with its link to the old process, and `inherited` is the
@@ -109,7 +98,7 @@ pub fn bind(
     let workers = workers.max(1);
     let mut out: Vec<QuicWorker> = (0..workers).map(|_| QuicWorker { endpoints: Vec::new() }).collect();
     let mut handed = Vec::new();
-    let addresses = addresses(config);
+    let addresses = config.quic_addresses();
     let secret = match config.cluster.as_ref().and_then(|c| c.secret_files.first()) {
         Some(path) if !addresses.is_empty() => {
             let cluster =
