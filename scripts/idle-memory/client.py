@@ -28,6 +28,19 @@ def frame(kind, flags, stream, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
 
 
+def skip_size_updates(block):
+    """The header block after its leading dynamic table size updates."""
+    i = 0
+    while i < len(block) and block[i] & 0xE0 == 0x20:
+        first = block[i]
+        i += 1
+        if first & 0x1F == 0x1F:
+            while i < len(block) and block[i] & 0x80:
+                i += 1
+            i += 1
+    return block[i:]
+
+
 def hpack_get(path, authority):
     """A GET request's header block: static-table :method GET, :scheme https; :path and
     :authority as literals without indexing (name from the static table, no Huffman)."""
@@ -100,9 +113,12 @@ class Conn:
             elif kind == GOAWAY:
                 raise ConnectionError("GOAWAY")
             elif stream == sid and kind == HEADERS:
-                # Servers send :status 200 as the static table's entry 8 (0x88).
+                # Servers send :status 200 as the static table's entry 8 (0x88), after any
+                # dynamic table size updates (RFC 7541 §6.3: 001xxxxx, then 1xxxxxxx bytes
+                # while the integer continues), which tlsgate sends after an idle spell.
                 if status is None:
-                    status = 200 if payload[:1] == b"\x88" else 0
+                    block = skip_size_updates(payload)
+                    status = 200 if block[:1] == b"\x88" else 0
             elif stream == sid and kind == DATA and length:
                 # Give the window back, as a client would.
                 self.w.write(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", length)))

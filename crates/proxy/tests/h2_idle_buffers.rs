@@ -39,6 +39,7 @@ async fn serve(io: DuplexStream, mut release: tokio::sync::watch::Receiver<u32>)
 
 async fn answer(req: http::Request<h2::RecvStream>, mut respond: h2::server::SendResponse<Bytes>) {
     let big = req.headers().get("x-big").map_or(0, |v| v.len());
+    let req_fields = req.headers().get("x-fields").cloned();
     let mut body = req.into_body();
     let mut got = 0;
     while let Some(chunk) = body.data().await {
@@ -46,10 +47,45 @@ async fn answer(req: http::Request<h2::RecvStream>, mut respond: h2::server::Sen
         got += chunk.len();
         let _ = body.flow_control().release_capacity(chunk.len());
     }
-    let resp = http::Response::builder().status(200).body(()).unwrap();
+    let mut resp = http::Response::builder().status(200);
+    // `x-fields: n` asks for n response fields as an origin's (server, etag, ...) would be.
+    for i in 0..fields_asked(req_fields) {
+        resp = resp.header(format!("x-field-{i}"), field_value(i));
+    }
+    let resp = resp.body(()).unwrap();
     let mut send = respond.send_response(resp, false).expect("response head");
     send.send_data(Bytes::from(format!("{got} {big}")), true)
         .expect("response body");
+}
+
+/// The number of response fields an `x-fields` request header asks for.
+fn fields_asked(header: Option<http::HeaderValue>) -> usize {
+    header.and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0)
+}
+
+/// The value of response field `x-field-<i>`: as long as an ETag or a date.
+fn field_value(i: usize) -> String {
+    format!("\"{i:04}-5f2b1a9c-origin-value\"")
+}
+
+/// A request for `n` response fields; the fields of the response, checked.
+async fn ask_fields(send: &mut h2::client::SendRequest<Bytes>, n: usize) {
+    let req = http::Request::builder()
+        .uri("http://localhost/")
+        .header("x-fields", n)
+        .body(())
+        .unwrap();
+    let mut ready = send.clone().ready().await.expect("ready");
+    let (resp, _) = ready.send_request(req, true).expect("send");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.status(), 200);
+    for i in 0..n {
+        assert_eq!(resp.headers()[format!("x-field-{i}")], field_value(i), "field {i}");
+    }
+    let mut body = resp.into_body();
+    while let Some(chunk) = body.data().await {
+        chunk.expect("response body");
+    }
 }
 
 /// A client connection to a new server task.
@@ -264,4 +300,108 @@ async fn the_encoder_table_keeps_no_view_into_a_response_s_buffer() {
     drop(send);
     driving.abort();
     serving.abort();
+}
+
+/// A release also forgets the HPACK encoder's dynamic table (the response fields it indexed,
+/// about an origin's worth here) and the header-block scratch buffer, and tells the client's
+/// decoder so in the next header block (size updates to 0 and back): the responses after it,
+/// literal and then indexed again, decode to the same fields.
+#[tokio::test(flavor = "current_thread")]
+async fn a_release_forgets_the_encoder_table_and_the_client_still_decodes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let n = 40;
+    let fields = 8;
+    let (plain, _) = tokio::sync::watch::channel(0u32);
+    let (indexed, _) = tokio::sync::watch::channel(0u32);
+    let mut plain_conns = Vec::new();
+    let mut indexed_conns = Vec::new();
+    for _ in 0..n {
+        let mut send = connect(&plain).await;
+        ask_fields(&mut send, 0).await;
+        plain_conns.push(send);
+        let mut send = connect(&indexed).await;
+        ask_fields(&mut send, fields).await;
+        ask_fields(&mut send, fields).await;
+        indexed_conns.push(send);
+    }
+    let freed_plain = release_all(&plain).await as f64 / n as f64;
+    let freed_indexed = release_all(&indexed).await as f64 / n as f64;
+    let table = freed_indexed - freed_plain;
+    eprintln!("{freed_plain:.0} / {freed_indexed:.0} bytes freed per connection: table {table:.0}");
+    assert!(
+        table >= 1024.0,
+        "a release freed {table:.0} bytes more per connection whose table held {fields} fields"
+    );
+    for send in &mut indexed_conns {
+        ask_fields(send, fields).await;
+        ask_fields(send, fields).await;
+        ask_fields(send, fields / 2).await;
+    }
+    // Released again, and again in the middle of indexed responses.
+    release_all(&indexed).await;
+    for send in &mut indexed_conns {
+        ask_fields(send, fields).await;
+    }
+    release_all(&indexed).await;
+    for send in &mut indexed_conns {
+        ask_fields(send, fields).await;
+        ask_fields(send, fields).await;
+    }
+    drop(plain_conns);
+}
+
+/// The first header block after a release that forgot a table starts with the size updates
+/// that empty the client's copy: to 0, then back to 4,096 (RFC 7541 §6.3), before `:status`.
+#[tokio::test(flavor = "current_thread")]
+async fn the_first_block_after_a_release_empties_the_client_s_table() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (release, _) = tokio::sync::watch::channel(0u32);
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(serve(server, release.subscribe()));
+    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    client.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // SETTINGS, empty
+                                                                   // HEADERS, END_STREAM | END_HEADERS: GET, http, /, :authority localhost, x-fields: 3
+                                                                   // (literals without indexing).
+    let request = |stream: u8| {
+        let block = [
+            &[0x82, 0x86, 0x84, 0x01, 9][..],
+            b"localhost",
+            &[0x00, 8],
+            b"x-fields",
+            &[1],
+            b"3",
+        ]
+        .concat();
+        let mut frame = vec![0, 0, block.len() as u8, 1, 0x05, 0, 0, 0, stream];
+        frame.extend_from_slice(&block);
+        frame
+    };
+    // The payload of the response HEADERS frame on `stream`.
+    async fn response_block(client: &mut DuplexStream, stream: u8) -> Vec<u8> {
+        let mut head = [0u8; 9];
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                client.read_exact(&mut head).await.expect("a frame from the server");
+                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                let mut payload = vec![0u8; len];
+                client.read_exact(&mut payload).await.unwrap();
+                if head[3] == 1 && head[5..9] == [0, 0, 0, stream] {
+                    return payload;
+                }
+            }
+        })
+        .await
+        .expect("no response")
+    }
+    client.write_all(&request(1)).await.unwrap();
+    let first = response_block(&mut client, 1).await;
+    assert_eq!(first.first(), Some(&0x88), "{first:?}");
+    client.write_all(&request(3)).await.unwrap();
+    let indexed = response_block(&mut client, 3).await;
+    assert!(indexed.len() < first.len(), "the second response's fields are indexed");
+    release_all(&release).await;
+    client.write_all(&request(5)).await.unwrap();
+    let after = response_block(&mut client, 5).await;
+    assert_eq!(&after[..5], &[0x20, 0x3f, 0xe1, 0x1f, 0x88], "{after:?}");
+    assert_eq!(after.len(), first.len() + 4, "the fields are sent as literals again");
 }

@@ -284,3 +284,66 @@ fn idle_http2_connections_give_back_their_codec_buffers() {
         ask_h2(tls, 3);
     }
 }
+
+/// An idle HTTP/2 connection's release also forgets the HPACK encoder's dynamic table
+/// (third_party/h2), and the next response tells the client's decoder so with size updates to 0
+/// and back: curl (nghttp2's HPACK decoder, independent of `h2`) keeps one connection across
+/// two releases, and every response decodes to the same fields, indexed ones included.
+#[test]
+fn curl_keeps_its_http2_connection_and_headers_across_idle_releases() {
+    let routes = r#"
+[[site.route]]
+path_prefix = "/indexed"
+fixed_response = { body = "indexed" }
+response_headers = { set = { "x-origin-etag" = "\"5f2b-1a9c\"", "x-served-by" = "edge-7" } }
+"#;
+    let f = common::start_edited("", routes, |t| t.replace("workers = 2\n", "workers = 1\n"));
+    let url = format!("https://localhost:{}/indexed", f.https);
+    let gw = &f.gw;
+    let (out, released_seen) = std::thread::scope(|s| {
+        // Three transfers 3 s apart (one per 3 s), serially on one connection.
+        let curl = s.spawn(|| {
+            f.curl(
+                &[
+                    "--http2",
+                    "--rate",
+                    "20/m",
+                    "-o",
+                    "/dev/null",
+                    "-o",
+                    "/dev/null",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code} %{num_connects} %header{x-origin-etag} %header{x-served-by} %header{content-type}\n",
+                    &url,
+                    &url,
+                ],
+                "/indexed",
+            )
+        });
+        // The connection is released in the pauses (1-2 s after each response).
+        let mut seen = false;
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until && !curl.is_finished() {
+            if gw.metric("tlsgate_idle_released_connections", &["protocol=\"http2\""]) == 1.0 {
+                seen = true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (curl.join().unwrap(), seen)
+    });
+    assert_eq!(out.status, Some(0), "curl failed: {}", out.all());
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let fields = "\"5f2b-1a9c\" edge-7 text/plain";
+    assert_eq!(
+        lines,
+        [
+            format!("200 1 {fields}"),
+            format!("200 0 {fields}"),
+            format!("200 0 {fields}")
+        ],
+        "one connection, the same fields each time"
+    );
+    assert!(released_seen, "the connection was never released between the requests");
+}

@@ -343,6 +343,8 @@ where
             // The last DATA frame written (all of it: nothing is queued) is kept only to hand
             // its buffer back after a flush; its payload may be a view into a larger buffer.
             self.last_data_frame = None;
+            // Between header blocks (nothing is buffered): the HPACK table can go too.
+            self.hpack.release_idle();
         }
     }
 

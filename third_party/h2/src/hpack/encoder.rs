@@ -97,6 +97,28 @@ impl Encoder {
         }
     }
 
+    /// tlsgate: forgets the dynamic table while the connection is idle (its entries own copies
+    /// of earlier responses' fields, and its slots and index outlive them), and tells the peer's
+    /// decoder at the start of the next header block: a size update to 0 empties its table as
+    /// this one was emptied, then one back to the size in force (RFC 7541 §4.2 allows both in
+    /// one block). The header-block scratch buffer goes too (it is taken again at the next
+    /// block). Returns whether there was a table to free.
+    pub(crate) fn release_idle(&mut self) -> bool {
+        if self.scratch.capacity() > 0 {
+            self.scratch = BytesMut::new();
+        }
+        if self.table.capacity() == 0 {
+            return false;
+        }
+        let size = match self.size_update {
+            Some(SizeUpdate::One(val)) | Some(SizeUpdate::Two(_, val)) => val,
+            None => self.table.max_size(),
+        };
+        self.table = Table::new(self.table.max_size(), 0);
+        self.size_update = Some(SizeUpdate::Two(0, size));
+        true
+    }
+
     /// Encode a set of headers into the provide buffer
     pub fn encode<I>(&mut self, headers: I, dst: &mut BytesMut)
     where
