@@ -37,6 +37,7 @@
 #                compares two builds against the same nginx and HAProxy
 #   PROFILE      1 (default): after the rounds, one extra tlsgate run of the h2_13 cell under
 #                `perf record -g` (not counted), its top user-space symbols printed; 0: skip
+#   PROFILE_CELL the cell of that profiled run (default h2_13), e.g. h1_13
 #   PROXY_CPU_2W, LOAD_CPU_2W   the second core of the proxy and of the load in h1_1k_2w (2, 3)
 #   CORES        cores the machine is taken to have (nproc): h1_1k_2w needs 4
 #   PORT_OFFSET  added to every port the script uses (0: 19380-19383, 19743-19744, 19843, 19943)
@@ -60,6 +61,7 @@ CELLS=${CELLS:-all}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 PROFILE=${PROFILE:-1}
+PROFILE_CELL=${PROFILE_CELL:-h2_13}
 PROXY_CPU_2W=${PROXY_CPU_2W:-2}
 LOAD_CPU_2W=${LOAD_CPU_2W:-3}
 CORES=${CORES:-$(nproc)}
@@ -534,9 +536,9 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
 
   # ---- one profiled run (not counted) ----
   if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1 && [[ " $SERVERS " == *" tlsgate "* ]]; then
-    log "profiling tlsgate in the h2_13 cell (perf record -g, not counted)"
+    log "profiling tlsgate in the $PROFILE_CELL cell (perf record -g, not counted)"
     start_proxy tlsgate
-    for line in "${ALL_CELLS[@]}"; do [ "${line%%|*}" = h2_13 ] && pline=$line; done
+    for line in "${ALL_CELLS[@]}"; do [ "${line%%|*}" = "$PROFILE_CELL" ] && pline=$line; done
     IFS='|' read -r _ _ ptool ppath _ pargs _ pkind <<<"$pline"
     run_load "$ptool" "https://127.0.0.1:$(port_of tlsgate)$ppath" "$pargs" "$pkind" >"$WORK/profile-load.txt" &
     lpid=$!

@@ -46,7 +46,16 @@ const FORWARDING: [HeaderName; 5] = [
 
 /// Removes the hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
+    // Nearly every origin response says `Connection: keep-alive`, and nearly every client
+    // request names nothing or a hop-by-hop field: those are removed below anyway, so the
+    // named fields are collected (a vector, a `HeaderName` each) only when another is named.
+    let names_others = headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.as_bytes()
+            .split(|b| *b == b',')
+            .map(|t| t.trim_ascii())
+            .any(|t| !t.is_empty() && !HOP_BY_HOP.iter().any(|h| t.eq_ignore_ascii_case(h.as_str().as_bytes())))
+    });
+    if names_others {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
             .iter()
@@ -333,6 +342,32 @@ mod tests {
         let mut m = h(&[("te", "gzip")]);
         prepare_request(&mut m, &hop(false, &auth), &Edits::default());
         assert!(!m.contains_key("te"));
+    }
+
+    /// The fields a response's `Connection` names go, whether it names only hop-by-hop fields
+    /// (the common `keep-alive`, no list built) or others too, in any field and any case.
+    #[test]
+    fn strip_hop_by_hop_removes_what_connection_names() {
+        let mut m = h(&[
+            ("connection", "Keep-Alive"),
+            ("keep-alive", "timeout=5"),
+            ("content-type", "text/plain"),
+        ]);
+        strip_hop_by_hop(&mut m);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m["content-type"], "text/plain");
+        let mut m = h(&[
+            ("connection", "keep-alive, TE"),
+            ("connection", " , X-Private "),
+            ("x-private", "1"),
+            ("close", "named"),
+            ("x-kept", "1"),
+        ]);
+        strip_hop_by_hop(&mut m);
+        assert_eq!(m.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["close", "x-kept"]);
+        let mut m = h(&[("connection", "close"), ("close", "named"), ("x-kept", "1")]);
+        strip_hop_by_hop(&mut m);
+        assert_eq!(m.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["x-kept"]);
     }
 
     #[test]
