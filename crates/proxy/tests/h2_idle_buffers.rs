@@ -140,6 +140,33 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
+/// A client writing raw frames to a new server task: the preface and an empty SETTINGS sent.
+async fn raw_client(release: &tokio::sync::watch::Sender<u32>) -> DuplexStream {
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(serve(server, release.subscribe()));
+    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    client.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    client
+}
+
+/// Reads frames until the response HEADERS on `stream`; its payload (the header block).
+async fn response_block(client: &mut DuplexStream, stream: u8) -> Vec<u8> {
+    let mut head = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            client.read_exact(&mut head).await.expect("a frame from the server");
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; len];
+            client.read_exact(&mut payload).await.unwrap();
+            if head[3] == 1 && head[5..9] == [0, 0, 0, stream] {
+                return payload;
+            }
+        }
+    })
+    .await
+    .expect("no response HEADERS")
+}
+
 /// Asks every server connection to release, and returns the live heap bytes this freed.
 async fn release_all(release: &tokio::sync::watch::Sender<u32>) -> usize {
     settle().await;
@@ -214,11 +241,8 @@ async fn a_release_with_a_stream_open_leaves_the_connection_as_it_is() {
 async fn a_frame_split_across_a_pause_is_read_whole() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (release, _) = tokio::sync::watch::channel(0u32);
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(serve(server, release.subscribe()));
-    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
-    client.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // SETTINGS, empty
-                                                                   // HEADERS on stream 1, END_STREAM | END_HEADERS: GET, http, /, :authority localhost.
+    let mut client = raw_client(&release).await;
+    // HEADERS on stream 1, END_STREAM | END_HEADERS: GET, http, /, :authority localhost.
     let block = [&[0x82, 0x86, 0x84, 0x41, 9][..], b"localhost"].concat();
     let mut frame = vec![0, 0, block.len() as u8, 1, 0x05, 0, 0, 0, 1];
     frame.extend_from_slice(&block);
@@ -226,21 +250,7 @@ async fn a_frame_split_across_a_pause_is_read_whole() {
     // A release with part of a frame read keeps the read buffer (and what is in it).
     release_all(&release).await;
     client.write_all(&frame[5..]).await.unwrap();
-    // Frames back until the response's HEADERS on stream 1.
-    let mut head = [0u8; 9];
-    let found = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            client.read_exact(&mut head).await.expect("a frame from the server");
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let mut payload = vec![0u8; len];
-            client.read_exact(&mut payload).await.unwrap();
-            if head[3] == 1 && head[5..9] == [0, 0, 0, 1] {
-                return payload;
-            }
-        }
-    })
-    .await
-    .expect("no response to the split request");
+    let found = response_block(&mut client, 1).await;
     // ":status: 200" is HPACK static index 8.
     assert_eq!(found.first(), Some(&0x88), "{found:?}");
 }
@@ -356,12 +366,9 @@ async fn a_release_forgets_the_encoder_table_and_the_client_still_decodes() {
 async fn the_first_block_after_a_release_empties_the_client_s_table() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (release, _) = tokio::sync::watch::channel(0u32);
-    let (mut client, server) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(serve(server, release.subscribe()));
-    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
-    client.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap(); // SETTINGS, empty
-                                                                   // HEADERS, END_STREAM | END_HEADERS: GET, http, /, :authority localhost, x-fields: 3
-                                                                   // (literals without indexing).
+    let mut client = raw_client(&release).await;
+    // HEADERS, END_STREAM | END_HEADERS: GET, http, /, :authority localhost, x-fields: 3
+    // (literals without indexing).
     let request = |stream: u8| {
         let block = [
             &[0x82, 0x86, 0x84, 0x01, 9][..],
@@ -376,23 +383,6 @@ async fn the_first_block_after_a_release_empties_the_client_s_table() {
         frame.extend_from_slice(&block);
         frame
     };
-    // The payload of the response HEADERS frame on `stream`.
-    async fn response_block(client: &mut DuplexStream, stream: u8) -> Vec<u8> {
-        let mut head = [0u8; 9];
-        tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                client.read_exact(&mut head).await.expect("a frame from the server");
-                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-                let mut payload = vec![0u8; len];
-                client.read_exact(&mut payload).await.unwrap();
-                if head[3] == 1 && head[5..9] == [0, 0, 0, stream] {
-                    return payload;
-                }
-            }
-        })
-        .await
-        .expect("no response")
-    }
     client.write_all(&request(1)).await.unwrap();
     let first = response_block(&mut client, 1).await;
     assert_eq!(first.first(), Some(&0x88), "{first:?}");
