@@ -102,13 +102,14 @@ impl Encoder {
     /// decoder at the start of the next header block: a size update to 0 empties its table as
     /// this one was emptied, then one back to the size in force (RFC 7541 §4.2 allows both in
     /// one block). The header-block scratch buffer goes too (it is taken again at the next
-    /// block). Returns whether there was a table to free.
-    pub(crate) fn release_idle(&mut self) -> bool {
+    /// block).
+    pub(crate) fn release_idle(&mut self) {
         if self.scratch.capacity() > 0 {
             self.scratch = BytesMut::new();
         }
         if self.table.capacity() == 0 {
-            return false;
+            // Nothing was ever indexed (or it was released already): nothing to tell the peer.
+            return;
         }
         let size = match self.size_update {
             Some(SizeUpdate::One(val)) | Some(SizeUpdate::Two(_, val)) => val,
@@ -116,7 +117,6 @@ impl Encoder {
         };
         self.table = Table::new(self.table.max_size(), 0);
         self.size_update = Some(SizeUpdate::Two(0, size));
-        true
     }
 
     /// Encode a set of headers into the provide buffer
