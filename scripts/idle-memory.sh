@@ -18,8 +18,13 @@
 #   SERVERS      "tlsgate nginx haproxy" (and tlsgate-alt: the binary ALT_BIN, labelled ALT_LABEL)
 #   PROTOS       "h1 h2"                             ROUTES     "fixed proxy"
 #   SERVER_CPU   core for the server (0)             LOAD_CPU   core for client and origin (1)
-#   SETTLE       seconds between the last answer and the reading (3: an idle HTTP/2 connection
-#                of tlsgate gives its buffers back 1-2 s after its last request, HTTP/1.1 after 0.25 s)
+#   SETTLE       seconds between the last answer and the reading (6: an idle HTTP/2 connection
+#                of tlsgate gives its buffers back 1-2 s after its last request, HTTP/1.1 after
+#                0.25 s, and the worker hands the freed memory to the OS within about 2 s more:
+#                mimalloc's purge delay, then `memory_release_interval`; 3 read the state before)
+#   BROWSER_FIELDS  1: HTTP/2 requests also carry a browser's 13 request fields as literals with
+#                indexing, as browsers send them (they fill the server's HPACK decoder table);
+#                0 (default): no field indexed
 #   CONCURRENCY  handshakes the client runs at once (32); with N at once every server's RSS also
 #                keeps what N simultaneous handshakes needed (its allocator's peak), which is
 #                what `tlsgate bench --hold -c N` measured (docs/BENCHMARKS.md)
@@ -40,7 +45,8 @@ PROTOS=${PROTOS:-"h1 h2"}
 ROUTES=${ROUTES:-"fixed proxy"}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-SETTLE=${SETTLE:-3}
+SETTLE=${SETTLE:-6}
+BROWSER_FIELDS=${BROWSER_FIELDS:-0}
 CONCURRENCY=${CONCURRENCY:-32}
 TLSGATE_ENV=${TLSGATE_ENV:-}
 TLSGATE_EXTRA=${TLSGATE_EXTRA:-}
@@ -96,7 +102,7 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
     cat "$WORK/tlsgate-check.txt" >&2
     exit 1
   }
-  bench_save_params N ROUNDS SERVERS PROTOS ROUTES SETTLE CONCURRENCY TLSGATE_ENV TLSGATE_EXTRA ALT_LABEL
+  bench_save_params N ROUNDS SERVERS PROTOS ROUTES SETTLE CONCURRENCY BROWSER_FIELDS TLSGATE_ENV TLSGATE_EXTRA ALT_LABEL
 fi
 
 # ---- processes ------------------------------------------------------------------------------
@@ -159,7 +165,8 @@ client_run() { # server proto path n
   mkfifo "$fifo_in"
   : >"$out"
   taskset -c "$LOAD_CPU" python3 scripts/idle-memory/client.py --port "$port" --ca "$WORK/ca.pem" \
-    --proto "$2" --path "$3" -n "$4" --concurrency "$CONCURRENCY" <"$fifo_in" >"$out" 2>>"$WORK/client.err" &
+    --proto "$2" --path "$3" -n "$4" --concurrency "$CONCURRENCY" \
+    $([ "$BROWSER_FIELDS" = 1 ] && [ "$2" = h2 ] && echo --browser-fields) <"$fifo_in" >"$out" 2>>"$WORK/client.err" &
   CLIENT_PID=$!
   exec 7>"$fifo_in"
   local i
@@ -250,7 +257,7 @@ fi
 echo
 echo "### Memory per idle TLS keep-alive connection (independent client)"
 echo
-echo "$N connections from Python's \`ssl\` (OpenSSL $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION.split()[1])'); TLS 1.3, X25519, ECDSA P-256), $CONCURRENCY handshakes at a time, one request each, the whole response read, then idle; each server freshly started per measurement, one worker on one core; RSS growth of the serving process (VmRSS; nginx: the worker) ÷ connections. Median of $ROUNDS interleaved rounds (min–max). Every held connection answered a second request afterwards unless the check column says otherwise. Released: tlsgate's \`tlsgate_idle_released_connections\` at the reading (the values seen across rounds)."
+echo "$N connections from Python's \`ssl\` (OpenSSL $(python3 -c 'import ssl; print(ssl.OPENSSL_VERSION.split()[1])'); TLS 1.3, X25519, ECDSA P-256), $CONCURRENCY handshakes at a time, one request each$([ "$BROWSER_FIELDS" = 1 ] && echo " (HTTP/2: with a browser's 13 request fields, indexed)"), the whole response read, then idle $SETTLE s; each server freshly started per measurement, one worker on one core; RSS growth of the serving process (VmRSS; nginx: the worker) ÷ connections. Median of $ROUNDS interleaved rounds (min–max). Every held connection answered a second request afterwards unless the check column says otherwise. Released: tlsgate's \`tlsgate_idle_released_connections\` at the reading (the values seen across rounds)."
 echo
 bench_table_head l:server l:protocol l:route "r:per connection (KiB)" r:min–max "r:RSS before (MiB)" \
   "r:RSS held (MiB)" "r:released (tlsgate)" l:check

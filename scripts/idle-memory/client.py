@@ -56,10 +56,63 @@ def hpack_get(path, authority):
     return block
 
 
+# A browser's request fields (Chrome 131 on Linux), sent as literals with incremental indexing
+# (RFC 7541 §6.2.1) as browsers do: they fill the server's HPACK decoder table (about 1.1 KB of
+# entry sizes). Names from the static table where it has them (its index), else new names (0).
+BROWSER_FIELDS = [
+    (58, "user-agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"),
+    (19, "accept", "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"),
+    (17, "accept-language", "en-GB,en-US;q=0.9,en;q=0.8,de;q=0.7"),
+    (16, "accept-encoding", "gzip, deflate, br, zstd"),
+    (0, "sec-ch-ua", '"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"'),
+    (0, "sec-ch-ua-mobile", "?0"),
+    (0, "sec-ch-ua-platform", '"Linux"'),
+    (0, "upgrade-insecure-requests", "1"),
+    (0, "sec-fetch-site", "none"),
+    (0, "sec-fetch-mode", "navigate"),
+    (0, "sec-fetch-user", "?1"),
+    (0, "sec-fetch-dest", "document"),
+    (0, "priority", "u=0, i"),
+]
+
+
+def hpack_int(value, prefix_bits, first):
+    """An HPACK integer (RFC 7541 §5.1) with `first`'s high bits before the prefix."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def browser_fields():
+    """BROWSER_FIELDS as literals with incremental indexing (no Huffman)."""
+    out = b""
+    for index, name, value in BROWSER_FIELDS:
+        out += hpack_int(index, 6, 0x40)
+        if index == 0:
+            out += hpack_int(len(name), 7, 0) + name.encode()
+        out += hpack_int(len(value), 7, 0) + value.encode()
+    return out
+
+
 class Conn:
-    def __init__(self, reader, writer, proto):
+    def __init__(self, reader, writer, proto, indexed=False):
         self.r, self.w, self.proto = reader, writer, proto
         self.stream = 1
+        self.indexed = indexed
+        # SETTINGS_HEADER_TABLE_SIZE values received since the last header block: the next
+        # block signals the smallest, then the last (RFC 7541 §4.2). This client never refers
+        # to its own entries, so it keeps no table.
+        self.table_sizes = []
+        # HTTP/2: the streams waiting for their response, and the task reading frames.
+        self.pending = {}
+        self.reader = None
 
     async def request(self, path, authority):
         if self.proto == "h2":
@@ -94,37 +147,63 @@ class Conn:
         out = b""
         if self.stream == 1:
             out += PREFACE + frame(SETTINGS, 0, 0)
+            # Frames are read all the time, also while the connection is idle, as a browser's
+            # network stack reads them: a server's SETTINGS or PING is answered at once.
+            self.reader = asyncio.ensure_future(self._read_frames())
         sid = self.stream
         self.stream += 2
-        out += frame(HEADERS, END_STREAM | END_HEADERS, sid, hpack_get(path, authority))
+        block = hpack_get(path, authority)
+        if self.indexed:
+            sizes, self.table_sizes = self.table_sizes, []
+            updates = [min(sizes), sizes[-1]] if sizes else []
+            if len(updates) == 2 and updates[0] == updates[1]:
+                updates = updates[:1]
+            block = b"".join(hpack_int(v, 5, 0x20) for v in updates) + block + browser_fields()
+        out += frame(HEADERS, END_STREAM | END_HEADERS, sid, block)
+        done = asyncio.get_running_loop().create_future()
+        self.pending[sid] = done
         self.w.write(out)
         await self.w.drain()
-        status = None
-        while True:
-            head = await self.r.readexactly(9)
-            length = int.from_bytes(head[:3], "big")
-            kind, flags = head[3], head[4]
-            stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
-            payload = await self.r.readexactly(length)
-            if kind == SETTINGS and not flags & ACK:
-                self.w.write(frame(SETTINGS, ACK, 0))
-            elif kind == PING and not flags & ACK:
-                self.w.write(frame(PING, ACK, 0, payload))
-            elif kind == GOAWAY:
-                raise ConnectionError("GOAWAY")
-            elif stream == sid and kind == HEADERS:
-                # Servers send :status 200 as the static table's entry 8 (0x88), after any
-                # dynamic table size updates (RFC 7541 §6.3: 001xxxxx, then 1xxxxxxx bytes
-                # while the integer continues), which tlsgate sends after an idle spell.
-                if status is None:
-                    block = skip_size_updates(payload)
-                    status = 200 if block[:1] == b"\x88" else 0
-            elif stream == sid and kind == DATA and length:
-                # Give the window back, as a client would.
-                self.w.write(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", length)))
-            if stream == sid and kind in (HEADERS, DATA) and flags & END_STREAM:
-                await self.w.drain()
-                return status
+        return await done
+
+    async def _read_frames(self):
+        """Reads the server's frames until the connection ends: answers SETTINGS and PING, notes
+        table sizes, and completes each request with its status at its END_STREAM."""
+        status = {}
+        try:
+            while True:
+                head = await self.r.readexactly(9)
+                length = int.from_bytes(head[:3], "big")
+                kind, flags = head[3], head[4]
+                stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+                payload = await self.r.readexactly(length)
+                if kind == SETTINGS and not flags & ACK:
+                    for i in range(0, len(payload), 6):
+                        ident, value = struct.unpack(">HI", payload[i : i + 6])
+                        if ident == 1:  # SETTINGS_HEADER_TABLE_SIZE
+                            self.table_sizes.append(value)
+                    self.w.write(frame(SETTINGS, ACK, 0))
+                elif kind == PING and not flags & ACK:
+                    self.w.write(frame(PING, ACK, 0, payload))
+                elif kind == GOAWAY:
+                    raise ConnectionError("GOAWAY")
+                elif stream in self.pending and kind == HEADERS:
+                    # Servers send :status 200 as the static table's entry 8 (0x88), after any
+                    # dynamic table size updates (RFC 7541 §6.3: 001xxxxx, then 1xxxxxxx bytes
+                    # while the integer continues), which tlsgate sends after an idle spell.
+                    if stream not in status:
+                        block = skip_size_updates(payload)
+                        status[stream] = 200 if block[:1] == b"\x88" else 0
+                elif stream in self.pending and kind == DATA and length:
+                    # Give the window back, as a client would.
+                    self.w.write(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", length)))
+                if stream in self.pending and kind in (HEADERS, DATA) and flags & END_STREAM:
+                    self.pending.pop(stream).set_result(status.pop(stream, None))
+        except Exception as e:  # noqa: BLE001 (the requests waiting get it)
+            for done in self.pending.values():
+                if not done.done():
+                    done.set_exception(ConnectionError(repr(e)))
+            self.pending.clear()
 
 
 async def open_one(args, ctx, sem, conns, errors):
@@ -137,7 +216,7 @@ async def open_one(args, ctx, sem, conns, errors):
             want = "h2" if args.proto == "h2" else "http/1.1"
             if got != want:
                 raise ConnectionError(f"ALPN {got!r}, wanted {want!r}")
-            c = Conn(reader, writer, args.proto)
+            c = Conn(reader, writer, args.proto, args.browser_fields)
             status = await c.request(args.path, args.sni)
             if status != 200:
                 raise ConnectionError(f"status {status}")
@@ -163,6 +242,7 @@ async def main():
     p.add_argument("--path", default="/")
     p.add_argument("-n", type=int, default=2000)
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--browser-fields", action="store_true", help="HTTP/2: send a browser's request fields, indexed")
     args = p.parse_args()
 
     ctx = ssl.create_default_context(cafile=args.ca)

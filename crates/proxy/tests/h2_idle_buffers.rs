@@ -40,6 +40,9 @@ async fn serve(io: DuplexStream, mut release: tokio::sync::watch::Receiver<u32>)
 async fn answer(req: http::Request<h2::RecvStream>, mut respond: h2::server::SendResponse<Bytes>) {
     let big = req.headers().get("x-big").map_or(0, |v| v.len());
     let req_fields = req.headers().get("x-fields").cloned();
+    // Request fields `x-req-<i>` (a client's indexed fields, as a browser's) must arrive intact,
+    // whatever the state of the HPACK table they were decoded with.
+    let intact = req_fields_intact(req.headers());
     let mut body = req.into_body();
     let mut got = 0;
     while let Some(chunk) = body.data().await {
@@ -47,7 +50,7 @@ async fn answer(req: http::Request<h2::RecvStream>, mut respond: h2::server::Sen
         got += chunk.len();
         let _ = body.flow_control().release_capacity(chunk.len());
     }
-    let mut resp = http::Response::builder().status(200);
+    let mut resp = http::Response::builder().status(if intact { 200 } else { 500 });
     // `x-fields: n` asks for n response fields as an origin's (server, etag, ...) would be.
     for i in 0..fields_asked(req_fields) {
         resp = resp.header(format!("x-field-{i}"), field_value(i));
@@ -66,6 +69,32 @@ fn fields_asked(header: Option<http::HeaderValue>) -> usize {
 /// The value of response field `x-field-<i>`: as long as an ETag or a date.
 fn field_value(i: usize) -> String {
     format!("\"{i:04}-5f2b1a9c-origin-value\"")
+}
+
+/// Whether every request field `x-req-<i>` holds `field_value(i)`.
+fn req_fields_intact(headers: &http::HeaderMap) -> bool {
+    (0..64).all(|i| {
+        headers
+            .get(format!("x-req-{i}"))
+            .is_none_or(|v| v == field_value(i).as_str())
+    })
+}
+
+/// A request carrying `n` fields `x-req-<i>` (indexed by `h2`'s encoder, as a browser's
+/// `user-agent`, `accept`, ... are): 200 when the server decoded them all intact.
+async fn ask_with_fields(send: &mut h2::client::SendRequest<Bytes>, n: usize) {
+    let mut req = http::Request::builder().uri("http://localhost/");
+    for i in 0..n {
+        req = req.header(format!("x-req-{i}"), field_value(i));
+    }
+    let mut ready = send.clone().ready().await.expect("ready");
+    let (resp, _) = ready.send_request(req.body(()).unwrap(), true).expect("send");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.status(), 200, "the server decoded the request's fields wrong");
+    let mut body = resp.into_body();
+    while let Some(chunk) = body.data().await {
+        chunk.expect("response body");
+    }
 }
 
 /// A request for `n` response fields; the fields of the response, checked.
@@ -312,6 +341,52 @@ async fn the_encoder_table_keeps_no_view_into_a_response_s_buffer() {
     serving.abort();
 }
 
+/// Two groups of 40 connections, each released once: the plain group asked with no fields once,
+/// the indexed group asked with `fields` fields twice (so that a table holds them). What a release
+/// freed per connection in each group, and the indexed group, kept for more requests.
+struct Tables {
+    n: usize,
+    freed_plain: f64,
+    freed_indexed: f64,
+    indexed: tokio::sync::watch::Sender<u32>,
+    indexed_conns: Vec<h2::client::SendRequest<Bytes>>,
+    _plain_conns: Vec<h2::client::SendRequest<Bytes>>,
+}
+
+impl Tables {
+    async fn fill(fields: usize, ask: impl AsyncFn(&mut h2::client::SendRequest<Bytes>, usize)) -> Self {
+        let n = 40;
+        let (plain, _) = tokio::sync::watch::channel(0u32);
+        let (indexed, _) = tokio::sync::watch::channel(0u32);
+        let mut plain_conns = Vec::new();
+        let mut indexed_conns = Vec::new();
+        for _ in 0..n {
+            let mut send = connect(&plain).await;
+            ask(&mut send, 0).await;
+            plain_conns.push(send);
+            let mut send = connect(&indexed).await;
+            ask(&mut send, fields).await;
+            ask(&mut send, fields).await;
+            indexed_conns.push(send);
+        }
+        let freed_plain = release_all(&plain).await as f64 / n as f64;
+        let freed_indexed = release_all(&indexed).await as f64 / n as f64;
+        Tables {
+            n,
+            freed_plain,
+            freed_indexed,
+            indexed,
+            indexed_conns,
+            _plain_conns: plain_conns,
+        }
+    }
+
+    /// Bytes per connection the indexed group's release freed beyond the plain group's.
+    fn table(&self) -> f64 {
+        self.freed_indexed - self.freed_plain
+    }
+}
+
 /// A release also forgets the HPACK encoder's dynamic table (the response fields it indexed,
 /// about an origin's worth here) and the header-block scratch buffer, and tells the client's
 /// decoder so in the next header block (size updates to 0 and back): the responses after it,
@@ -319,45 +394,30 @@ async fn the_encoder_table_keeps_no_view_into_a_response_s_buffer() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_release_forgets_the_encoder_table_and_the_client_still_decodes() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let n = 40;
     let fields = 8;
-    let (plain, _) = tokio::sync::watch::channel(0u32);
-    let (indexed, _) = tokio::sync::watch::channel(0u32);
-    let mut plain_conns = Vec::new();
-    let mut indexed_conns = Vec::new();
-    for _ in 0..n {
-        let mut send = connect(&plain).await;
-        ask_fields(&mut send, 0).await;
-        plain_conns.push(send);
-        let mut send = connect(&indexed).await;
-        ask_fields(&mut send, fields).await;
-        ask_fields(&mut send, fields).await;
-        indexed_conns.push(send);
-    }
-    let freed_plain = release_all(&plain).await as f64 / n as f64;
-    let freed_indexed = release_all(&indexed).await as f64 / n as f64;
-    let table = freed_indexed - freed_plain;
+    let mut t = Tables::fill(fields, async |send, k| ask_fields(send, k).await).await;
+    let (freed_plain, freed_indexed, table) = (t.freed_plain, t.freed_indexed, t.table());
+    let (indexed, indexed_conns) = (&t.indexed, &mut t.indexed_conns);
     eprintln!("{freed_plain:.0} / {freed_indexed:.0} bytes freed per connection: table {table:.0}");
     assert!(
         table >= 1024.0,
         "a release freed {table:.0} bytes more per connection whose table held {fields} fields"
     );
-    for send in &mut indexed_conns {
+    for send in indexed_conns.iter_mut() {
         ask_fields(send, fields).await;
         ask_fields(send, fields).await;
         ask_fields(send, fields / 2).await;
     }
     // Released again, and again in the middle of indexed responses.
-    release_all(&indexed).await;
-    for send in &mut indexed_conns {
+    release_all(indexed).await;
+    for send in indexed_conns.iter_mut() {
         ask_fields(send, fields).await;
     }
-    release_all(&indexed).await;
-    for send in &mut indexed_conns {
+    release_all(indexed).await;
+    for send in indexed_conns.iter_mut() {
         ask_fields(send, fields).await;
         ask_fields(send, fields).await;
     }
-    drop(plain_conns);
 }
 
 /// The first header block after a release that forgot a table starts with the size updates
@@ -394,4 +454,208 @@ async fn the_first_block_after_a_release_empties_the_client_s_table() {
     let after = response_block(&mut client, 5).await;
     assert_eq!(&after[..5], &[0x20, 0x3f, 0xe1, 0x1f, 0x88], "{after:?}");
     assert_eq!(after.len(), first.len() + 4, "the fields are sent as literals again");
+}
+
+/// HEADERS, END_STREAM | END_HEADERS, on `stream`: GET, http, /, :authority localhost, then
+/// `x-req-0` as a literal with incremental indexing (`indexing` 0x40) or without (0x00), after
+/// `prefix` (dynamic table size updates).
+fn raw_request(stream: u8, prefix: &[u8], indexing: u8) -> Vec<u8> {
+    let value = field_value(0);
+    let block = [
+        prefix,
+        &[0x82, 0x86, 0x84, 0x01, 9][..],
+        b"localhost",
+        &[indexing, 7],
+        b"x-req-0",
+        &[value.len() as u8],
+        value.as_bytes(),
+    ]
+    .concat();
+    let mut frame = vec![0, 0, block.len() as u8, 1, 0x05, 0, 0, 0, stream];
+    frame.extend_from_slice(&block);
+    frame
+}
+
+/// The frames the server sends up to the end of the response on `stream` (status 200): the
+/// SETTINGS among them, as (identifier, value) lists, each acknowledged as it is read.
+async fn settings_until(client: &mut DuplexStream, stream: u8) -> Vec<Vec<(u16, u32)>> {
+    let mut seen = Vec::new();
+    let mut head = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            client.read_exact(&mut head).await.expect("a frame from the server");
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; len];
+            client.read_exact(&mut payload).await.unwrap();
+            if head[3] == 4 && head[4] & 1 == 0 {
+                seen.push(
+                    payload
+                        .chunks(6)
+                        .map(|s| {
+                            (
+                                u16::from_be_bytes([s[0], s[1]]),
+                                u32::from_be_bytes([s[2], s[3], s[4], s[5]]),
+                            )
+                        })
+                        .collect(),
+                );
+                client.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap();
+            }
+            if head[5..9] == [0, 0, 0, stream] {
+                if head[3] == 1 {
+                    assert_eq!(payload[0], 0x88, "status 200: {payload:?}");
+                }
+                if head[4] & 1 == 1 {
+                    return;
+                }
+            }
+        }
+    })
+    .await
+    .expect("no whole response");
+    seen
+}
+
+/// A release also asks the client to empty the HPACK table its requests filled on the server
+/// (SETTINGS_HEADER_TABLE_SIZE 0): the table goes when the client acknowledges, together with the
+/// buffers that exchange took again, and the next request announces the table again. Requests
+/// whose fields `h2`'s client encoder indexes decode intact before, between and after releases.
+#[tokio::test(flavor = "current_thread")]
+async fn a_release_empties_the_decoder_table_through_the_client() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let fields = 8;
+    let mut t = Tables::fill(fields, async |send, k| ask_with_fields(send, k).await).await;
+    let (n, freed_plain, freed_indexed, table) = (t.n, t.freed_plain, t.freed_indexed, t.table());
+    let (indexed, indexed_conns) = (&t.indexed, &mut t.indexed_conns);
+    eprintln!("{freed_plain:.0} / {freed_indexed:.0} bytes freed per connection: decoder table {table:.0}");
+    assert!(
+        table >= 1024.0,
+        "a release freed {table:.0} bytes more per connection whose client indexed {fields} fields"
+    );
+    // The table is announced again with the next request, and indexing resumes.
+    for send in indexed_conns.iter_mut() {
+        ask_with_fields(send, fields).await;
+        ask_with_fields(send, fields).await;
+        ask_with_fields(send, fields / 2).await;
+    }
+    // Released again, twice, each time followed by indexed requests.
+    for _ in 0..2 {
+        let freed = release_all(indexed).await as f64 / n as f64;
+        assert!(
+            freed - freed_plain >= 1024.0,
+            "a later release freed {freed:.0} bytes per connection"
+        );
+        for send in indexed_conns.iter_mut() {
+            ask_with_fields(send, fields).await;
+            ask_with_fields(send, fields).await;
+        }
+    }
+}
+
+/// The frames of that exchange, with a client that writes them by hand: after a release the
+/// server sends SETTINGS_HEADER_TABLE_SIZE 0; a request whose block starts with the size update
+/// to 0 (RFC 7541 §4.2) is answered, and the server announces 4,096 again right after it, so
+/// the client may index again. A client whose blocks indexed nothing gets no SETTINGS at all.
+#[tokio::test(flavor = "current_thread")]
+async fn an_emptied_decoder_table_is_announced_again_with_the_next_request() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (release, _) = tokio::sync::watch::channel(0u32);
+    let request = raw_request;
+    // A client that indexes nothing: no SETTINGS after a release.
+    let mut quiet = raw_client(&release).await;
+    quiet.write_all(&request(1, &[], 0x00)).await.unwrap();
+    settings_until(&mut quiet, 1).await;
+    // One that indexes `x-req-0`.
+    let mut client = raw_client(&release).await;
+    client.write_all(&request(1, &[], 0x40)).await.unwrap();
+    settings_until(&mut client, 1).await;
+    release_all(&release).await;
+    quiet.write_all(&request(3, &[], 0x00)).await.unwrap();
+    assert_eq!(settings_until(&mut quiet, 3).await, Vec::<Vec<(u16, u32)>>::new());
+    // The server asks for the table to be emptied; the ACK is written as the SETTINGS is read.
+    // Then a block that starts with the size update to 0 and refers to index 62 no more.
+    let mut head = [0u8; 9];
+    let mut payload = [0u8; 6];
+    tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&head[..5], &[0, 0, 6, 4, 0], "a SETTINGS frame with one setting");
+    client.read_exact(&mut payload).await.unwrap();
+    assert_eq!(payload, [0, 1, 0, 0, 0, 0], "SETTINGS_HEADER_TABLE_SIZE 0");
+    client.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap();
+    settle().await;
+    client.write_all(&request(3, &[0x20], 0x00)).await.unwrap();
+    // Announced again after that request: SETTINGS_HEADER_TABLE_SIZE 4,096.
+    let announced = settings_until(&mut client, 3).await;
+    assert_eq!(announced, vec![vec![(1, 4096)]]);
+    // The client signals its table back and indexes again; the server decodes both uses.
+    client.write_all(&request(5, &[0x3f, 0xe1, 0x1f], 0x40)).await.unwrap();
+    settings_until(&mut client, 5).await;
+    // Index 62: `x-req-0` as indexed by stream 5.
+    let block = [&[0x82, 0x86, 0x84, 0x01, 9][..], b"localhost", &[0x80 | 62]].concat();
+    let mut frame = vec![0, 0, block.len() as u8, 1, 0x05, 0, 0, 0, 7];
+    frame.extend_from_slice(&block);
+    client.write_all(&frame).await.unwrap();
+    settings_until(&mut client, 7).await;
+}
+
+/// Control frames on a released connection take no buffer for long: the SETTINGS that asks a
+/// client to empty the table (this client reads nothing while idle, so no ACK comes) and the
+/// answer to a PING leave the write buffer released once written, and the frames read (the PING,
+/// then the SETTINGS ACK) do not take the full read buffer again.
+#[tokio::test(flavor = "current_thread")]
+async fn control_frames_on_a_released_connection_take_no_buffer() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let n = 40;
+    let (release, _) = tokio::sync::watch::channel(0u32);
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let mut client = raw_client(&release).await;
+        client.write_all(&raw_request(1, &[], 0x40)).await.unwrap();
+        settings_until(&mut client, 1).await;
+        clients.push(client);
+    }
+    // Each server connection writes its SETTINGS_HEADER_TABLE_SIZE 0 during the release.
+    let freed = release_all(&release).await / n;
+    assert!(
+        freed >= 20_000,
+        "a release freed {freed} bytes per connection: buffers taken again?"
+    );
+    // A PING each, answered; then the ACK of the SETTINGS: the connections stay released.
+    settle().await;
+    let before = ALLOCATOR.allocated();
+    for client in &mut clients {
+        client
+            .write_all(&[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+            .await
+            .unwrap();
+    }
+    settle().await;
+    for client in &mut clients {
+        let mut frames = [0u8; 15 + 17];
+        client.read_exact(&mut frames).await.unwrap();
+        assert_eq!(&frames[..9], &[0, 0, 6, 4, 0, 0, 0, 0, 0], "the SETTINGS first");
+        assert_eq!(&frames[15..24], &[0, 0, 8, 6, 1, 0, 0, 0, 0], "then the PING's ACK");
+    }
+    settle().await;
+    let grown = ALLOCATOR.allocated().saturating_sub(before) / n;
+    assert!(
+        grown < 1024,
+        "a PING answered on a released connection kept {grown} bytes"
+    );
+    for client in &mut clients {
+        client.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap();
+    }
+    settle().await;
+    let grown = ALLOCATOR.allocated().saturating_sub(before) / n;
+    assert!(
+        grown < 1024,
+        "a PING and a SETTINGS ACK on a released connection kept {grown} bytes"
+    );
+    // And the connections serve on: a request without the emptied entries, then indexing again.
+    for client in &mut clients {
+        client.write_all(&raw_request(3, &[0x20], 0x00)).await.unwrap();
+        settings_until(client, 3).await;
+    }
 }

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balancer;
+pub mod go;
 pub mod hints;
 pub mod mldsa;
 pub mod nginx;

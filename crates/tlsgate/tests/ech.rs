@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tlsgate_testkit::{free_port, require, toml_path, GatewayProcess, TestPki};
+use tlsgate_testkit::{free_port, toml_path, GatewayProcess, TestPki};
 use tlsgate_tls::pki::KeyKind;
 
 const INNER: &str = "secret.example";
@@ -20,35 +20,14 @@ const PUBLIC: &str = "public.example";
 
 /// The Go client, built once per test binary into a temporary directory.
 fn echclient() -> &'static Path {
-    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    static BUILT: OnceLock<tlsgate_testkit::go::GoProgram> = OnceLock::new();
     &BUILT
         .get_or_init(|| {
-            // Go >= 1.23 (its ECH client; scripts/deps.sh puts Go 1.26 first on PATH where `go` is
-            // older); TLSGATE_GO names another.
-            let go = std::env::var("TLSGATE_GO").unwrap_or_else(|_| "go".into());
-            if go == "go" {
-                require("go");
-            }
-            let dir = tempfile::tempdir().unwrap();
-            let exe = dir.path().join("echclient");
+            // Go >= 1.23 (its ECH client).
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/echclient");
-            let out = std::process::Command::new(&go)
-                .args(["build", "-o"])
-                .arg(&exe)
-                .arg(".")
-                .current_dir(&src)
-                .env("GOFLAGS", "-mod=mod")
-                .env("CGO_ENABLED", "0")
-                .output()
-                .expect("run go build");
-            assert!(
-                out.status.success(),
-                "go build: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (dir, exe)
+            tlsgate_testkit::go::build(&src, "echclient")
         })
-        .1
+        .path
 }
 
 /// Certificates and secrets shared by the nodes of a test.

@@ -347,3 +347,138 @@ response_headers = { set = { "x-origin-etag" = "\"5f2b-1a9c\"", "x-served-by" = 
     );
     assert!(released_seen, "the connection was never released between the requests");
 }
+
+/// RSS of a one-worker gateway (`memory_release_interval` set to `interval`) before, at the peak
+/// of and 3 s after a burst of `n` answered connections that all closed again: (before, peak,
+/// after), KiB.
+fn rss_around_a_burst(interval: &str, n: usize) -> (u64, u64, u64) {
+    let f = common::start_edited("", "", |t| {
+        t.replace(
+            "workers = 2\n",
+            &format!("workers = 1\nmemory_release_interval = \"{interval}\"\n"),
+        )
+    });
+    let pid = f.gw.pid();
+    drop(open_answered(&f, 20));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_kib(pid);
+    let held = open_answered(&f, n);
+    let peak = rss_kib(pid);
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.gw.metric("tlsgate_open_connections", &[]) != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "connections still open after the client closed them"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // mimalloc's purge delay (1 s), one release interval (1 s), and a margin.
+    std::thread::sleep(Duration::from_secs(3));
+    (before, peak, rss_kib(pid))
+}
+
+/// Issue 18: a worker that went quiet hands back what its connections freed. mimalloc returns
+/// freed pages to the OS only when the thread allocates again, so after a burst (or once idle
+/// connections released their buffers) the memory stayed resident while nothing happened; the
+/// workers' `memory_release_interval` runs the allocator's collection on their own threads.
+/// The same burst against `memory_release_interval = "0s"` shows what stays without it.
+#[test]
+fn a_quiet_worker_hands_freed_memory_back_to_the_os() {
+    let n = 300;
+    let kept = |(before, peak, after): (u64, u64, u64)| {
+        assert!(peak > before + 1024, "the burst grew RSS by {} KiB only", peak - before);
+        after.saturating_sub(before) as f64 / (peak - before) as f64
+    };
+    let with = rss_around_a_burst("1s", n);
+    let without = rss_around_a_burst("0s", n);
+    let (kept_with, kept_without) = (kept(with), kept(without));
+    eprintln!(
+        "kept after the burst: {kept_with:.2} released ({with:?}), {kept_without:.2} never released ({without:?})"
+    );
+    assert!(
+        kept_without > 0.6,
+        "without the release the allocator should keep most of the burst's memory: {kept_without:.2} ({without:?})"
+    );
+    assert!(
+        kept_with < 0.35,
+        "a quiet worker kept {kept_with:.2} of the burst's memory ({with:?}; without the release: {kept_without:.2})"
+    );
+}
+
+/// Go's HTTP/2 client (tests/go/h2client), built once per test binary.
+fn h2client() -> &'static std::path::Path {
+    static BUILT: std::sync::OnceLock<tlsgate_testkit::go::GoProgram> = std::sync::OnceLock::new();
+    &BUILT
+        .get_or_init(|| {
+            let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h2client");
+            tlsgate_testkit::go::build(&src, "h2client")
+        })
+        .path
+}
+
+/// An idle HTTP/2 connection also asks the client to empty the HPACK table the client's
+/// requests filled on the gateway (SETTINGS_HEADER_TABLE_SIZE 0; the table is dropped at the
+/// ACK), and announces 4,096 again with the next request. Go's client (its own HPACK encoder,
+/// which indexes a browser's fields) keeps its connection through that: the request after the
+/// pause goes out after the ACK, the table comes back after it, and the next requests index and
+/// then refer to their fields again (a header block of a few bytes), all answered 200.
+#[test]
+fn go_s_http2_client_empties_and_refills_the_gateway_s_decoder_table() {
+    let f = common::start_edited("", "", |t| t.replace("workers = 2\n", "workers = 1\n"));
+    let url = format!("https://localhost:{}/hello", f.https);
+    let out = std::process::Command::new(h2client())
+        .args([
+            "-ca",
+            f.pki.ca_file().to_str().unwrap(),
+            "-url",
+            &url,
+            "-n",
+            "4",
+            "-pause",
+            "2500ms",
+        ])
+        .env("GODEBUG", "http2debug=2")
+        .output()
+        .expect("run h2client");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "h2client failed: {stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        vec!["200 HTTP/2.0 13"; 4],
+        "{stderr}"
+    );
+    // The frames Go read and wrote, in order: the settings changes and its request blocks.
+    let events: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| {
+            if l.contains("read SETTINGS len=6, settings: HEADER_TABLE_SIZE=") {
+                Some(format!("table {}", l.rsplit('=').next()?))
+            } else if l.contains("wrote HEADERS") {
+                let stream = l.split("stream=").nth(1)?.split(' ').next()?;
+                let len: usize = l.rsplit("len=").next()?.trim().parse().ok()?;
+                Some(format!(
+                    "request {stream} {}",
+                    if len < 40 { "indexed" } else { "literal" }
+                ))
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "request 1 literal",
+            "table 0",
+            "request 3 literal",
+            "table 4096",
+            "request 5 literal",
+            "request 7 indexed",
+        ],
+        "{stderr}"
+    );
+}

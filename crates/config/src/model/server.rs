@@ -53,6 +53,12 @@ pub struct ServerConfig {
     /// (`tlsgate serve --upgrade`, or SIGUSR2) for a binary upgrade without refusing a
     /// connection; absent = upgrades off.
     pub upgrade_socket: Option<std::path::PathBuf>,
+    /// How often each worker hands the memory freed on its thread back to the operating system
+    /// (mimalloc's `mi_collect`: pages free for longer than the allocator's purge delay). The
+    /// allocator returns such pages only when the thread allocates again, so a worker gone quiet
+    /// (idle connections, or a burst that ended) would keep them resident. Only a worker that was
+    /// quiet over the interval runs it (a busy one allocates, and purges as it goes). 0 = never.
+    pub memory_release_interval: Duration,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +79,7 @@ impl Default for ServerConfig {
             ja4_header: None,
             handshake_budget: None,
             upgrade_socket: None,
+            memory_release_interval: Duration::from_secs(1),
         }
     }
 }

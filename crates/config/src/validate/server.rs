@@ -21,6 +21,18 @@ pub(super) fn check_server(config: &Config, issues: &mut Vec<Issue>) {
             issues.push(Issue::error(field, "must be above zero"));
         }
     }
+    let release = s.memory_release_interval.get();
+    if !release.is_zero() && release < std::time::Duration::from_millis(100) {
+        // Each release walks the worker's allocator pages: a few times a second is plenty (the
+        // allocator's own purge delay is 1 s).
+        issues.push(Issue::error(
+            "server.memory_release_interval",
+            format!(
+                "{} is too often; at least 100ms, or 0s for never",
+                s.memory_release_interval
+            ),
+        ));
+    }
     if s.max_upstream_requests_per_connection == 0 {
         issues.push(Issue::error(
             "server.max_upstream_requests_per_connection",
@@ -219,6 +231,18 @@ mod tests {
         ] {
             assert!(errs.iter().any(|e| e.contains(field)), "{field}: {errs:?}");
         }
+    }
+
+    #[test]
+    fn the_memory_release_interval_is_off_or_at_least_100ms() {
+        let named = |text: &str| {
+            let c = parse(&format!("[server]\n{text}\n{MINIMAL}"));
+            errors(&c).iter().any(|e| e.contains("server.memory_release_interval"))
+        };
+        assert_eq!(parse(MINIMAL).server.memory_release_interval.get().as_secs(), 1);
+        assert!(named("memory_release_interval = \"10ms\""));
+        assert!(!named("memory_release_interval = \"0s\""), "0 turns it off");
+        assert!(!named("memory_release_interval = \"100ms\""));
     }
 
     #[test]

@@ -4,35 +4,19 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
-use tlsgate_testkit::require;
 
 /// The quic-go client, built once per test binary into a temporary directory.
 pub fn h3client() -> &'static Path {
-    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    static BUILT: OnceLock<tlsgate_testkit::go::GoProgram> = OnceLock::new();
     &BUILT
         .get_or_init(|| {
-            require("go");
-            let dir = tempfile::tempdir().unwrap();
-            let bin = dir.path().join("h3client");
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h3client");
-            let out = std::process::Command::new("go")
-                .args(["build", "-o"])
-                .arg(&bin)
-                .arg(".")
-                .current_dir(&src)
-                .output()
-                .expect("go build");
-            assert!(
-                out.status.success(),
-                "go build: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (dir, bin)
+            tlsgate_testkit::go::build(&src, "h3client")
         })
-        .1
+        .path
 }
 
 /// Runs the client with `args`; its JSON lines.

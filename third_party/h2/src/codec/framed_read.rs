@@ -127,6 +127,11 @@ impl<T> FramedRead<T> {
             .set_max_header_list_size(val, self.max_frame_size());
     }
 
+    /// tlsgate: whether the HPACK decoder's dynamic table holds entries.
+    pub fn recv_table_in_use(&self) -> bool {
+        self.decoder.hpack.table_in_use()
+    }
+
     /// Update the header table size setting.
     #[inline]
     pub fn set_header_table_size(&mut self, val: usize) {
@@ -169,6 +174,11 @@ impl FrameDecoder {
 
     fn set_header_table_size(&mut self, val: usize) {
         self.hpack.queue_size_update(val);
+        // tlsgate: applied when the peer acknowledged the setting, never inside a header block
+        // (no frame may come between a HEADERS and its CONTINUATIONs); checked all the same.
+        if self.partial.is_none() {
+            self.hpack.shrink_table(val);
+        }
     }
 
     fn decode(&mut self, bytes: BytesMut) -> Result<Option<Frame>, Error> {
@@ -464,7 +474,9 @@ where
                 Some(Err(e)) => return Poll::Ready(Some(Err(map_err(e)))),
                 None => return Poll::Ready(None),
             };
-            if self.released {
+            // Control frames (SETTINGS, PING, WINDOW_UPDATE, ... : types other than DATA,
+            // HEADERS, PUSH_PROMISE and CONTINUATION) leave it small.
+            if self.released && matches!(bytes.get(3), Some(0x0 | 0x1 | 0x5 | 0x9)) {
                 self.released = false;
                 self.inner.read_buffer_mut().reserve(READ_BUFFER_CAPACITY);
             }

@@ -50,6 +50,11 @@ struct Encoder<B> {
     /// Chain payloads bigger than this.
     chain_threshold: usize,
 
+    /// tlsgate: the buffer was released and taken again at a small size for control frames
+    /// only (a SETTINGS, PING or WINDOW_UPDATE on an idle connection); released again once they
+    /// are written, and taken at full size by the first frame of a stream.
+    control_only: bool,
+
     /// Min buffer required to attempt to write a frame
     min_buffer_capacity: usize,
 }
@@ -65,6 +70,10 @@ enum Next<B> {
 /// The minimum MAX_FRAME_SIZE is 16kb, so always be able to send a HEADERS
 /// frame that big.
 const DEFAULT_BUFFER_CAPACITY: usize = 16 * 1_024;
+
+/// tlsgate: what a released write buffer takes for control frames alone (a SETTINGS frame with
+/// every setting is 45 bytes; the buffer grows if more are queued before a flush).
+const CONTROL_BUFFER_CAPACITY: usize = 64;
 
 /// Chain payloads bigger than this when vectored I/O is enabled. The remote
 /// will never advertise a max frame size less than this (well, the spec says
@@ -106,6 +115,7 @@ where
                 last_data_frame: None,
                 max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
                 chain_threshold,
+                control_only: false,
                 min_buffer_capacity: chain_threshold + frame::HEADER_LEN,
             },
         }
@@ -180,6 +190,11 @@ where
         tracing::trace!("flushing buffer");
         // Flush the upstream
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        // tlsgate: control frames written on a released connection leave no buffer behind.
+        if self.encoder.control_only && self.encoder.is_empty() && self.encoder.next.is_none() {
+            self.encoder.buf = Cursor::new(BytesMut::new());
+            self.encoder.control_only = false;
+        }
 
         Poll::Ready(Ok(()))
     }
@@ -237,9 +252,18 @@ where
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
-        // tlsgate: a released buffer is taken again at its first frame.
-        if self.buf.get_ref().capacity() == 0 {
+        // tlsgate: a released buffer is taken again at its first frame: at full size for a
+        // stream's frame, small for control frames (released again once written).
+        let control = matches!(
+            item,
+            Frame::Settings(_) | Frame::GoAway(_) | Frame::Ping(_) | Frame::WindowUpdate(_) | Frame::Reset(_)
+        );
+        if self.buf.get_ref().capacity() == 0 && control {
+            self.buf.get_mut().reserve(CONTROL_BUFFER_CAPACITY);
+            self.control_only = true;
+        } else if self.buf.get_ref().capacity() == 0 || (self.control_only && !control) {
             self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+            self.control_only = false;
         }
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
@@ -332,7 +356,9 @@ where
         let buf = self.buf.get_ref();
         // tlsgate: a released buffer (no capacity) has room: `buffer` takes it again.
         self.next.is_none()
-            && (buf.capacity() == 0 || buf.capacity() - buf.len() >= self.min_buffer_capacity)
+            && (buf.capacity() == 0
+                || self.control_only
+                || buf.capacity() - buf.len() >= self.min_buffer_capacity)
     }
 
     fn release_buffer(&mut self) {
@@ -340,6 +366,7 @@ where
             if self.buf.get_ref().capacity() > 0 {
                 self.buf = Cursor::new(BytesMut::new());
             }
+            self.control_only = false;
             // The last DATA frame written (all of it: nothing is queued) is kept only to hand
             // its buffer back after a flush; its payload may be a view into a larger buffer.
             self.last_data_frame = None;

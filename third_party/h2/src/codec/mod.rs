@@ -100,6 +100,11 @@ impl<T, B> Codec<T, B> {
         self.inner.set_header_table_size(val)
     }
 
+    /// tlsgate: whether the HPACK decoder's dynamic table holds entries.
+    pub fn recv_table_in_use(&self) -> bool {
+        self.inner.recv_table_in_use()
+    }
+
     /// Set the max header list size that can be received.
     pub fn set_max_recv_header_list_size(&mut self, val: usize) {
         self.inner.set_max_header_list_size(val);

@@ -175,6 +175,25 @@ impl Decoder {
         }
     }
 
+    /// tlsgate: whether the dynamic table holds entries (memory an idle connection could give
+    /// back by asking the peer to empty it).
+    pub fn table_in_use(&self) -> bool {
+        !self.table.entries.is_empty()
+    }
+
+    /// tlsgate: the peer acknowledged a SETTINGS_HEADER_TABLE_SIZE of `size`. Its next header
+    /// block must start with a size update to at most `size` (RFC 7541 §4.2; RFC 9113 §6.5.3),
+    /// so no block can refer to an entry beyond it: those are evicted now rather than at that
+    /// block, and a table emptied gives its memory back while the connection waits.
+    pub fn shrink_table(&mut self, size: usize) {
+        if size < self.table.max_size {
+            self.table.set_max_size(size);
+        }
+        if self.table.entries.is_empty() && self.table.entries.capacity() > 0 {
+            self.table.entries = VecDeque::new();
+        }
+    }
+
     /// Queues a potential size update
     #[allow(dead_code)]
     pub fn queue_size_update(&mut self, size: usize) {

@@ -301,11 +301,18 @@ where
     /// Advances the internal state of the connection.
     /// tlsgate: when no stream is open, frees the codec's read and write buffers that hold
     /// nothing and the stream tables and frame slots that are empty (an idle connection's
-    /// largest allocations); the next frame and the next stream take them again. Returns
-    /// whether the connection was idle. Called between polls by the connection's owner.
+    /// largest allocations); the next frame and the next stream take them again. When the
+    /// peer's header blocks have filled the HPACK decoder's table, asks the peer to empty it
+    /// (SETTINGS_HEADER_TABLE_SIZE 0, written at the next poll): the table goes when the ACK
+    /// arrives, with the buffers that frame exchange took again, and the table size is
+    /// announced again with the next request. Returns whether the connection was idle. Called
+    /// between polls by the connection's owner.
     pub(crate) fn release_idle_memory(&mut self) -> bool {
         if !self.inner.streams.release_if_idle() {
             return false;
+        }
+        if self.codec.recv_table_in_use() {
+            self.inner.settings.empty_idle_table();
         }
         self.codec.release_buffers();
         true
@@ -402,11 +409,21 @@ where
                 .recv_frame(ready!(Pin::new(&mut self.codec).poll_next(cx)?))?
             {
                 ReceivedFrame::Settings(frame) => {
+                    // tlsgate: the ACK of an idle connection's emptying of the HPACK table
+                    // dropped the table; the buffers its exchange took go again while no stream
+                    // is open.
+                    let emptying = !self.inner.settings.idle_table_emptied();
                     self.inner.settings.recv_settings(
                         frame,
                         &mut self.codec,
                         &mut self.inner.streams,
                     )?;
+                    if emptying
+                        && self.inner.settings.idle_table_emptied()
+                        && self.inner.streams.release_if_idle()
+                    {
+                        self.codec.release_buffers();
+                    }
                 }
                 ReceivedFrame::Refused(id) => {
                     debug_assert!(self.inner.pending_refusal.is_none());
@@ -661,7 +678,12 @@ where
     B: Buf,
 {
     pub fn next_incoming(&mut self) -> Option<StreamRef<B>> {
-        self.inner.streams.next_incoming()
+        let stream = self.inner.streams.next_incoming();
+        // tlsgate: the first request after an emptied HPACK table announces the table again.
+        if stream.is_some() {
+            self.inner.settings.restore_idle_table();
+        }
+        stream
     }
 
     // Graceful shutdown only makes sense for server peers.

@@ -14,6 +14,25 @@ pub(crate) struct Settings {
     /// Whether the connection has received the initial SETTINGS frame from the
     /// remote peer.
     has_received_remote_initial_settings: bool,
+    /// tlsgate: where an idle connection's emptying of the HPACK decoder table stands.
+    idle_table: IdleTable,
+    /// tlsgate: the SETTINGS_HEADER_TABLE_SIZE this connection announced (what a restore
+    /// announces again).
+    header_table_size: u32,
+}
+
+/// tlsgate: an idle connection asks the peer to empty the HPACK table its header blocks fill on
+/// this side (SETTINGS_HEADER_TABLE_SIZE 0; the table is dropped when the peer acknowledges it),
+/// and announces the table again with the first request after that: at most one change between
+/// two of the peer's header blocks, so its encoder has no intermediate size to signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdleTable {
+    /// The table as announced (or no emptying asked for).
+    Kept,
+    /// SETTINGS_HEADER_TABLE_SIZE 0 queued or sent, its ACK not yet received.
+    Emptying,
+    /// Acknowledged: the table is empty; announced again with the next request.
+    Emptied,
 }
 
 #[derive(Debug)]
@@ -29,7 +48,12 @@ enum Local {
 
 impl Settings {
     pub(crate) fn new(local: frame::Settings) -> Self {
+        let header_table_size = local
+            .header_table_size()
+            .unwrap_or(crate::frame::DEFAULT_SETTINGS_HEADER_TABLE_SIZE as u32);
         Settings {
+            idle_table: IdleTable::Kept,
+            header_table_size,
             // We assume the initial local SETTINGS were flushed during
             // the handshake process.
             local: Local::WaitingAck(local),
@@ -65,6 +89,9 @@ impl Settings {
 
                     if let Some(val) = local.header_table_size() {
                         codec.set_recv_header_table_size(val as usize);
+                        if val == 0 && self.idle_table == IdleTable::Emptying {
+                            self.idle_table = IdleTable::Emptied;
+                        }
                     }
 
                     streams.apply_local_settings(local)?;
@@ -84,6 +111,41 @@ impl Settings {
             assert!(self.remote.is_none());
             self.remote = Some(frame);
             Ok(())
+        }
+    }
+
+    /// tlsgate: asks the peer to empty the HPACK table its header blocks fill here (an idle
+    /// connection's); true when the SETTINGS frame was queued. Not while other SETTINGS of ours
+    /// wait for their ACK, nor when the connection announced no table.
+    pub(crate) fn empty_idle_table(&mut self) -> bool {
+        if self.idle_table != IdleTable::Kept || self.header_table_size == 0 {
+            return false;
+        }
+        let mut settings = frame::Settings::default();
+        settings.set_header_table_size(Some(0));
+        if self.send_settings(settings).is_err() {
+            return false;
+        }
+        self.idle_table = IdleTable::Emptying;
+        true
+    }
+
+    /// tlsgate: whether the peer has acknowledged an emptying and the table waits to be
+    /// announced again.
+    pub(crate) fn idle_table_emptied(&self) -> bool {
+        self.idle_table == IdleTable::Emptied
+    }
+
+    /// tlsgate: a request arrived after an emptying was acknowledged: announces the table again
+    /// (when no other SETTINGS of ours are pending; otherwise at a later request).
+    pub(crate) fn restore_idle_table(&mut self) {
+        if self.idle_table != IdleTable::Emptied {
+            return;
+        }
+        let mut settings = frame::Settings::default();
+        settings.set_header_table_size(Some(self.header_table_size));
+        if self.send_settings(settings).is_ok() {
+            self.idle_table = IdleTable::Kept;
         }
     }
 

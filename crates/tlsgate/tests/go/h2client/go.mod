@@ -1,0 +1,3 @@
+module tlsgate.test/h2client
+
+go 1.23
