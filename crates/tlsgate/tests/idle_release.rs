@@ -435,8 +435,10 @@ fn go_s_http2_client_empties_and_refills_the_gateway_s_decoder_table() {
             &url,
             "-n",
             "4",
-            "-pause",
-            "2500ms",
+            // The release comes 1-2 s after a response at the second of two idle checks 1 s
+            // apart: after the first, surely; between the others (0.2 s apart), never.
+            "-pauses",
+            "4s,200ms,200ms",
         ])
         .env("GODEBUG", "http2debug=2")
         .output()

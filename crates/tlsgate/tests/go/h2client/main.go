@@ -1,5 +1,5 @@
 // h2client: Go's own HTTP/2 client (net/http's bundled http2, HPACK included) sends -n GET
-// requests with browser-like fields over one connection, -pause apart, and prints one line per
+// requests with browser-like fields over one connection, -pause (or -pauses) apart, and prints one line per
 // response: "<status> <protocol> <body bytes>". Run with GODEBUG=http2debug=2, it logs every
 // frame it reads and writes on stderr, which tlsgate's tests read.
 package main
@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -20,7 +21,20 @@ func main() {
 	url := flag.String("url", "", "URL to request")
 	n := flag.Int("n", 4, "requests")
 	pause := flag.Duration("pause", 2500*time.Millisecond, "pause after each response")
+	pauses := flag.String("pauses", "", "comma-separated pauses after responses 1, 2, ... (-pause for the rest)")
 	flag.Parse()
+	var after []time.Duration
+	for _, p := range strings.Split(*pauses, ",") {
+		if p == "" {
+			continue
+		}
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "-pauses:", err)
+			os.Exit(2)
+		}
+		after = append(after, d)
+	}
 	pem, err := os.ReadFile(*ca)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "read CA:", err)
@@ -56,7 +70,11 @@ func main() {
 		}
 		fmt.Println(resp.StatusCode, resp.Proto, len(body))
 		if i+1 < *n {
-			time.Sleep(*pause)
+			if i < len(after) {
+				time.Sleep(after[i])
+			} else {
+				time.Sleep(*pause)
+			}
 		}
 	}
 }
