@@ -48,21 +48,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tlsgate_testkit::{free_port, require, Origin};
 
-/// `--ignore-certificate-errors-spki-list=...`: base64 SHA-256 of the SubjectPublicKeyInfo of
-/// the fixture's two leaves (ECDSA and RSA; Chromium gets the ECDSA one).
-fn spki_flag(pki: &tlsgate_testkit::TestPki) -> String {
-    let hashes: Vec<String> = ["ecdsa.pem", "rsa.pem"]
-        .iter()
-        .map(|name| {
-            let pem = std::fs::read(pki.path(name)).expect("leaf certificate");
-            let cert = boring::x509::X509::from_pem(&pem).expect("PEM certificate");
-            let spki = cert.public_key().unwrap().public_key_to_der().unwrap();
-            boring::base64::encode_block(&boring::sha::sha256(&spki))
-        })
-        .collect();
-    format!("--ignore-certificate-errors-spki-list={}", hashes.join(","))
-}
-
 /// `--origin-to-force-quic-on=localhost:PORT`.
 fn force_quic(port: u16) -> String {
     format!("--origin-to-force-quic-on=localhost:{port}")
@@ -81,7 +66,7 @@ impl Chromium {
         let dir = tempfile::tempdir().unwrap();
         let netlog = dir.path().join("netlog.json");
         let mut flags = vec![
-            spki_flag(&f.pki),
+            console_cdp::spki_flag(&f.pki),
             "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
             "--enable-quic".to_string(),
             "--disable-background-networking".to_string(),
@@ -115,28 +100,13 @@ impl Chromium {
     }
 }
 
-/// The `details` of every QUIC_SESSION_CLOSED event in a Chromium net log (one event a line;
-/// the file lacks its closing brackets while Chromium runs).
+/// The `details` of every QUIC_SESSION_CLOSED event in a Chromium net log, each once.
 fn quic_closes(netlog: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(netlog).unwrap_or_default();
-    let Some(constants) = text
-        .lines()
-        .next()
-        .and_then(|l| serde_json::from_str::<Value>(&format!("{}}}", l.trim_end().trim_end_matches(','))).ok())
-    else {
-        return Vec::new();
-    };
-    let closed = &constants["constants"]["logEventTypes"]["QUIC_SESSION_CLOSED"];
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("{\"params\"")) {
-        let Ok(event) = serde_json::from_str::<Value>(line.trim_end().trim_end_matches(',')) else {
-            continue;
-        };
-        if &event["type"] == closed {
-            let details = event["params"]["details"].as_str().unwrap_or("?").to_string();
-            if !out.contains(&details) {
-                out.push(details);
-            }
+    for params in console_cdp::netlog_events(netlog, "QUIC_SESSION_CLOSED") {
+        let details = params["details"].as_str().unwrap_or("?").to_string();
+        if !out.contains(&details) {
+            out.push(details);
         }
     }
     out

@@ -299,3 +299,41 @@ fn base64_decode(s: &str) -> Vec<u8> {
     }
     out
 }
+
+/// `--ignore-certificate-errors-spki-list=...`: base64 SHA-256 of the SubjectPublicKeyInfo of a
+/// test PKI's two leaves (ECDSA and RSA), which Chromium then accepts (with `--user-data-dir`,
+/// which every [`Browser`] has).
+pub fn spki_flag(pki: &tlsgate_testkit::TestPki) -> String {
+    let hashes: Vec<String> = ["ecdsa.pem", "rsa.pem"]
+        .iter()
+        .map(|name| {
+            let pem = std::fs::read(pki.path(name)).expect("leaf certificate");
+            let cert = boring::x509::X509::from_pem(&pem).expect("PEM certificate");
+            let spki = cert.public_key().unwrap().public_key_to_der().unwrap();
+            boring::base64::encode_block(&boring::sha::sha256(&spki))
+        })
+        .collect();
+    format!("--ignore-certificate-errors-spki-list={}", hashes.join(","))
+}
+
+/// The `params` of every event of type `event` (e.g. `QUIC_SESSION_CLOSED`) in a Chromium net log
+/// (`--log-net-log`), in order: one event a line, and the file lacks its closing brackets while
+/// Chromium runs.
+pub fn netlog_events(netlog: &std::path::Path, event: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(netlog).unwrap_or_default();
+    let Some(constants) = text
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<Value>(&format!("{}}}", l.trim_end().trim_end_matches(','))).ok())
+    else {
+        return Vec::new();
+    };
+    let wanted = &constants["constants"]["logEventTypes"][event];
+    text.lines()
+        .skip(1)
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim_end().trim_end_matches(',')).ok())
+        .filter(|e| &e["type"] == wanted)
+        .map(|e| e["params"].clone())
+        .collect()
+}
