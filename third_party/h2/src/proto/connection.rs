@@ -412,13 +412,13 @@ where
                     // tlsgate: the ACK of an idle connection's emptying of the HPACK table
                     // dropped the table; the buffers its exchange took go again while no stream
                     // is open.
-                    let emptying = !self.inner.settings.idle_table_emptied();
+                    let emptied_before = self.inner.settings.idle_table_emptied();
                     self.inner.settings.recv_settings(
                         frame,
                         &mut self.codec,
                         &mut self.inner.streams,
                     )?;
-                    if emptying
+                    if !emptied_before
                         && self.inner.settings.idle_table_emptied()
                         && self.inner.streams.release_if_idle()
                     {

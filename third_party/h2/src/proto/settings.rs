@@ -115,19 +115,17 @@ impl Settings {
     }
 
     /// tlsgate: asks the peer to empty the HPACK table its header blocks fill here (an idle
-    /// connection's); true when the SETTINGS frame was queued. Not while other SETTINGS of ours
-    /// wait for their ACK, nor when the connection announced no table.
-    pub(crate) fn empty_idle_table(&mut self) -> bool {
+    /// connection's). Not while other SETTINGS of ours wait for their ACK (the next idle spell
+    /// asks again), nor when the connection announced no table.
+    pub(crate) fn empty_idle_table(&mut self) {
         if self.idle_table != IdleTable::Kept || self.header_table_size == 0 {
-            return false;
+            return;
         }
         let mut settings = frame::Settings::default();
         settings.set_header_table_size(Some(0));
-        if self.send_settings(settings).is_err() {
-            return false;
+        if self.send_settings(settings).is_ok() {
+            self.idle_table = IdleTable::Emptying;
         }
-        self.idle_table = IdleTable::Emptying;
-        true
     }
 
     /// tlsgate: whether the peer has acknowledged an emptying and the table waits to be
