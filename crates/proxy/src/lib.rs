@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod body;
+pub mod boxed;
 pub mod context;
 pub mod downstream;
 pub mod error;

@@ -45,7 +45,9 @@ pub fn serve_tls(
     accepted: std::time::Instant,
 ) -> ServeTls {
     ServeTls {
-        phase: Phase::Handshake(Box::pin(start(gateway, tcp, peer, local, tfo, accepted))),
+        phase: Phase::Handshake(crate::boxed::pin_in_place(|| {
+            start(gateway, tcp, peer, local, tfo, accepted)
+        })),
         _guard: guard,
     }
 }
@@ -149,15 +151,8 @@ async fn start(
         // draining) is added by `handle` itself: no wrapper future to copy per request.
         let service_ctx = ctx.clone();
         let service = hyper::service::service_fn(move |req| {
-            Box::pin(handle(service_ctx.clone(), req.map(ClientBody::Hyper), None))
+            crate::boxed::pin_in_place(|| handle(service_ctx.clone(), req.map(ClientBody::Hyper), None))
         });
-        Box::pin(http1::serve(
-            tls,
-            service,
-            http1::Limits::of(server),
-            ctx,
-            activity,
-            shutdown,
-        ))
+        crate::boxed::pin_in_place(|| http1::serve(tls, service, http1::Limits::of(server), ctx, activity, shutdown))
     })
 }

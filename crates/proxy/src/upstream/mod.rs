@@ -175,9 +175,10 @@ impl UpstreamGroup {
         facts.group = Some(self.label);
         let grpc = is_grpc(req.headers());
         // Boxed: the forwarding state is most of a request's future; requests the gateway
-        // answers itself never allocate it, and it is built in its box, not moved through the
-        // futures that await it.
-        match Box::pin(self.try_forward(req, down, metrics, facts, upgrade)).await {
+        // answers itself never allocate it, and it is built in its box (`pin_in_place`), not
+        // copied into it or moved through the futures that await it.
+        let forwarding = crate::boxed::pin_in_place(|| self.try_forward(req, down, metrics, facts, upgrade));
+        match forwarding.await {
             Ok(resp) => resp,
             Err(e) if grpc => e.grpc_response(),
             Err(e) => e.response(),

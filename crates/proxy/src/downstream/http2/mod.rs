@@ -150,7 +150,7 @@ fn serve_streams(
                 Poll::Ready(Some(Ok((req, respond)))) => {
                     streams
                         .get_or_insert_with(Default::default)
-                        .push(Box::pin(stream::serve(ctx.clone(), req, respond)));
+                        .push(crate::boxed::pin_in_place(|| stream::serve(ctx.clone(), req, respond)));
                     // A stream takes the released buffers again.
                     *released = None;
                     progress = true;
