@@ -17,6 +17,10 @@
 #   h2_13 h2_1k     HTTP/2, 16 connections x 10 streams    h2load -t1 -c16 -m10 -D
 #   close           a new TLS connection per request, 13 B wrk -t1 -c16 -H 'Connection: close'
 #   lat             one connection, back to back, 13 B     wrk -t1 -c1 --latency (p50, p99)
+#   rate            a fixed rate below saturation (RATE req/s, default 10000) over 16 keep-alive
+#                   connections, 13 B: scripts/proxy/ratelat (Go, open loop as wrk2: latency from
+#                   the time each request was due; p50, p99); a run where more than 10 % of the
+#                   requests went out over 1 ms late fails (the rate was not kept)
 #   up_100k         HTTP/1.1 keep-alive POST of 100 KiB, 13 B answer   wrk -t1 -c8 -s upload.lua
 #                   (figure: requests and MiB uploaded per CPU-s; the origin reads every body
 #                   before it answers and logs its length, checked against the client's count)
@@ -40,9 +44,11 @@
 #   PROFILE_CELL the cell of that profiled run (default h2_13), e.g. h1_13
 #   PROXY_CPU_2W, LOAD_CPU_2W   the second core of the proxy and of the load in h1_1k_2w (2, 3)
 #   CORES        cores the machine is taken to have (nproc): h1_1k_2w needs 4
+#   RATE         requests per second of the rate cell (10000: below every proxy's saturation)
 #   PORT_OFFSET  added to every port the script uses (0: 19380-19383, 19743-19744, 19843, 19943)
-# Missing tools are installed (Debian packages; Go, for the gRPC origin, which `go build` builds
-# from scripts/proxy/grpc-origin into $WORK: the first build downloads its modules).
+# Missing tools are installed (Debian packages; Go, for the gRPC origin and the rate cell's
+# client, which `go build` builds from scripts/proxy/grpc-origin and scripts/proxy/ratelat into
+# $WORK: the first build of the gRPC origin downloads its modules; ratelat needs none).
 # Only the proxy being measured runs (each run starts it, checks with curl that it proxies each
 # size and protocol, measures, stops it); the rounds interleave servers and cells so a burst of
 # outside load hits one run, not one server. A run with a non-2xx answer, a socket error, a
@@ -56,6 +62,7 @@ ROOT=$PWD
 
 DURATION=${DURATION:-4}
 ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-10000}
 SERVERS=${SERVERS:-"tlsgate nginx haproxy"}
 CELLS=${CELLS:-all}
 PROXY_CPU=${PROXY_CPU:-0}
@@ -97,6 +104,7 @@ ALL_CELLS=(
   "h2_1k|HTTP/2, 16 conn × 10 streams, 1 KiB|h2|/1k|1024|-t1 -c16 -m10|r|get"
   "close|New TLS connection per request, 13 B|wrk|/13b|13|-t1 -c16 -H Connection:close|r|get"
   "lat|One connection, back to back, 13 B|wrk|/13b|13|-t1 -c1|r|get"
+  "rate|Fixed rate, $RATE req/s over 16 connections, 13 B|ratelat|/13b|13|-c 16 -rate $RATE|r|get"
   "up_100k|HTTP/1.1 keep-alive upload, 100 KiB POST, 13 B answer|wrk|/upload|13|-t1 -c8|u|upload"
   "h2h2_13|HTTP/2 to an HTTP/2 TLS origin, 16 conn × 10 streams, 13 B|h2|/h2o/13b|13|-t1 -c16 -m10|r|h2origin"
   "grpc|gRPC unary calls (SayHello), 16 conn × 10 streams|h2|$GRPC_PATH|18|-t1 -c16 -m10|r|grpc"
@@ -119,6 +127,15 @@ read -r -a servers <<<"$SERVERS"
 selected_kind() {
   local line
   for line in "${selected[@]}"; do [ "${line##*|}" = "$1" ] && return 0; done
+  return 1
+}
+# Whether a selected cell uses the load TOOL.
+selected_tool() {
+  local line id label tool
+  for line in "${selected[@]}"; do
+    IFS='|' read -r id label tool _ <<<"$line"
+    [ "$tool" = "$1" ] && return 0
+  done
   return 1
 }
 # Why SERVER cannot do a cell of KIND (empty: it can).
@@ -202,6 +219,17 @@ if selected_kind grpc; then
     exit 1
   }
 fi
+fi
+
+if selected_tool ratelat; then
+  # The rate cell's open-loop client (Go's standard library only).
+  command -v go >/dev/null 2>&1 || bench_install_missing go:golang-go
+  log "building the fixed-rate client (go build scripts/proxy/ratelat)"
+  (cd scripts/proxy/ratelat && go build -o "$WORK/ratelat" .) >"$WORK/ratelat-build.txt" 2>&1 || {
+    log "go build of the fixed-rate client failed:"
+    cat "$WORK/ratelat-build.txt" >&2
+    exit 1
+  }
 fi
 
 # ---- processes ------------------------------------------------------------------------------
@@ -355,6 +383,10 @@ run_load() { # tool url args kind -> the tool's output on stdout
     [ "$kind" = upload ] && extra+=(-s "$WORK/upload.lua")
     # shellcheck disable=SC2086
     timeout $((DURATION + 30)) taskset -c "$cpus" wrk $args "${extra[@]}" -d "${DURATION}s" --latency "$url" 2>&1
+  elif [ "$tool" = ratelat ]; then
+    # shellcheck disable=SC2086
+    timeout $((DURATION + 30)) taskset -c "$cpus" "$WORK/ratelat" $args -d "${DURATION}s" -ca "$WORK/ca.pem" \
+      -url "$url" 2>&1
   else
     [ "$kind" = grpc ] && extra=(-d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' -H 'te: trailers')
     # shellcheck disable=SC2086
@@ -418,6 +450,25 @@ run_cell() { # round server cell-line
     [ -z "$non2xx" ] || errs="${errs:+$errs; }non-2xx/3xx responses: $non2xx"
     p50=$(to_us "$(awk '$1 == "50%" { print $2 }' "$txt")")
     p99=$(to_us "$(awk '$1 == "99%" { print $2 }' "$txt")")
+    neg="HTTP/1.1"
+  elif [ "$tool" = ratelat ]; then
+    local json
+    json=$(grep -E '^\{' "$txt" | tail -1 || true)
+    if [ -z "$json" ]; then
+      errs="ratelat produced no report: $(tail -1 "$txt")"
+    else
+      count=$(jq -r .requests <<<"$json")
+      secs=$(jq -r '.seconds * 100 | round / 100' <<<"$json")
+      p50=$(jq -r '.p50_us | round' <<<"$json")
+      p99=$(jq -r '.p99_us | round' <<<"$json")
+      local rerrs late
+      rerrs=$(jq -r .errors <<<"$json") late=$(jq -r .late <<<"$json")
+      [ "$rerrs" = 0 ] || errs="ratelat: $rerrs errors (first: $(jq -r .first_error <<<"$json"))"
+      # The rate was not kept: the figures would be a closed loop's, not the fixed rate's.
+      if [ "$((late * 10))" -gt "$count" ]; then
+        errs="${errs:+$errs; }ratelat: $late of $count requests went out over 1 ms late"
+      fi
+    fi
     neg="HTTP/1.1"
   else
     local reqs codes
@@ -616,13 +667,13 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
     + (if ($row | any(.f > 0)) then "— (a run failed)"
        elif $t == null or $t.v == null or $best == null then "—"
        else "**\($t.v / $best.v * 100 | round / 100)×** (\($best.s | name))" end) + " |",
-    (if $c.id == "lat" then
+    (if $c.id == "lat" or $c.id == "rate" then
        ("p50_us", "p99_us") as $q
        | ($servers | map(. as $s | {s: $s, f: failed($c.id; $s) | length, n: runs($c.id; $s) | length,
             v: (ok($c.id; $s) | map(.[$q]) | median)})) as $lrow
        | ($lrow | map(select(.s == "tlsgate")) | .[0]) as $lt
        | ($lrow | map(select(.s != "tlsgate" and .f == 0 and .v != null)) | min_by(.v)) as $lbest
-       | "| \($c.label) | wrk -t1 -c1 --latency | \($q | sub("_us"; "")) latency | "
+       | "| \($c.label) | \(if $c.id == "lat" then "wrk -t1 -c1 --latency" else "ratelat \($c.args)" end) | \($q | sub("_us"; "")) latency | "
          + ($lrow | map(if .n == 0 then "—" elif .f > 0 then "**FAIL**" else (.v | us) end) | join(" | "))
          + " | "
          + (if ($lrow | any(.f > 0)) then "— (a run failed)"
@@ -640,7 +691,7 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
 echo
 echo "### Rates, CPU used and latency (medians)"
 echo
-echo "rate = requests/s seen by the generator; proxy CPU = proxy CPU-s ÷ run seconds (1.00 = its core saturated); user = the user-space share of that CPU time (the rest is the kernel); origin conns = connections the origin accepted per 1,000 requests (pool churn: 0 when the proxy reuses its idle connections; the close cell reuses them too); p50/p99 from wrk's latency distribution (h2load reports none)."
+echo "rate = requests/s seen by the generator; proxy CPU = proxy CPU-s ÷ run seconds (1.00 = its core saturated); user = the user-space share of that CPU time (the rest is the kernel); origin conns = connections the origin accepted per 1,000 requests (pool churn: 0 when the proxy reuses its idle connections; the close cell reuses them too); p50/p99 from wrk's latency distribution (h2load reports none; the rate cell: ratelat's, from the time each request was due)."
 echo
 echo "| cell | server | rate /s | proxy CPU | user | origin conns per 1k req | p50 | p99 | rounds ok | notes |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"

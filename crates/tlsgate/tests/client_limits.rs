@@ -131,6 +131,54 @@ fn an_http2_header_block_left_open_is_closed_at_the_header_timeout() {
     assert_eq!(ok.stdout, "Hello, world!", "{}", ok.all());
 }
 
+/// The header timeout of HTTP/1.1 request heads, on a connection whose earlier waits already
+/// used (and handed on) the connection's one timer: two requests answered, then a head left
+/// unfinished is closed at the timeout, not before and not never.
+#[test]
+fn an_http11_head_left_unfinished_after_two_requests_is_closed_at_the_header_timeout() {
+    let f = common::start_edited("", "", |t| {
+        t.replace(
+            "[server]\n",
+            "[server]\nclient_header_timeout = \"1s\"\nclient_idle_timeout = \"60s\"\n",
+        )
+    });
+    let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+    b.set_ca_file(f.pki.ca_file()).unwrap();
+    let tcp = TcpStream::connect(f.connect()).unwrap();
+    let mut tls = b.build().connect("localhost", tcp).expect("handshake");
+    tls.get_ref().set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for i in 0..2 {
+        tls.write_all(b"GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        while !got.ends_with(b"Hello, world!") {
+            let n = tls.read(&mut buf).unwrap_or_else(|e| panic!("response {i}: {e}"));
+            assert!(n > 0, "response {i}: the connection closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+        // Past the wait's release moment (250 ms): the next wait takes a timer that has run.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    tls.write_all(b"GET /hello HTTP/1.1\r\nHost: loc").unwrap();
+    let started = Instant::now();
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let closed = started.elapsed();
+    assert!(
+        closed >= Duration::from_millis(900),
+        "an unfinished head was closed after {closed:?}, before the 1 s header timeout"
+    );
+    assert!(
+        closed < Duration::from_secs(7),
+        "an unfinished head was still open after {closed:?} (header timeout 1 s)"
+    );
+}
+
 #[test]
 fn an_http11_client_that_reads_nothing_is_closed_at_the_send_timeout() {
     let origin = RawOrigin::answering(vec![b'x'; 16 << 20]);

@@ -17,6 +17,14 @@
 //! [`RELEASE_AFTER`] (marking the wait *due*), then at the header deadline. So no timer is added:
 //! hyper arms one per request head anyway.
 //!
+//! The tokio sleep under those waits is the connection's one, kept from one wait to the next
+//! ([`ParkState`]'s spare) and moved later with `reset`, which tokio does by updating the entry
+//! alone. A new sleep per wait was registered in tokio's timer wheel with a deadline earlier than
+//! the runtime's next wake-up (a wait's 250 ms against the seconds-long timers behind it), and
+//! tokio then wakes its own driver through its eventfd: a `write` and a spare `epoll_wait` turn per
+//! request, measured at one connection (docs/BENCHMARKS.md, "One timer per HTTP/1.1 connection").
+//! A parked connection drops its spare.
+//!
 //! Bytes of a request head that had already arrived (the start of a pipelined request) stay with
 //! hyper's read buffer; `into_parts` hands them back and the next connection reads them first
 //! ([`ParkIo::new`]'s `rewind`). A wait during which any byte arrived is never parked, so a slow
@@ -30,11 +38,12 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 
 /// How long an HTTP/1.1 connection waits for its next request before it gives back hyper's
 /// state. Short: parking and the next request's new hyper connection cost about a microsecond,
@@ -54,6 +63,9 @@ pub struct ParkState {
     fed: AtomicBool,
     /// [`ParkIo`] ended the stream for hyper.
     parked: AtomicBool,
+    /// The tokio sleep of the last header wait, for the next one (see the module). A mutex
+    /// because hyper's sleeps must be `Sync`; only the connection's task takes it.
+    spare: Mutex<Option<Pin<Box<Sleep>>>>,
 }
 
 impl ParkState {
@@ -62,9 +74,37 @@ impl ParkState {
         Arc::default()
     }
 
-    /// Whether [`ParkIo`] ended hyper's connection (and clears the mark).
+    /// Whether [`ParkIo`] ended hyper's connection (and clears the mark). A parked connection
+    /// holds no timer: its spare sleep is dropped.
     pub fn take_parked(&self) -> bool {
-        self.parked.swap(false, Ordering::Relaxed)
+        let parked = self.parked.swap(false, Ordering::Relaxed);
+        if parked {
+            drop(self.spare().take());
+        }
+        parked
+    }
+
+    /// Where the sleep kept for the next header wait lies, if one is kept (tests: one sleep
+    /// serves every wait).
+    #[cfg(test)]
+    fn spare_at(&self) -> Option<*const Sleep> {
+        self.spare().as_ref().map(|s| &**s as *const Sleep)
+    }
+
+    fn spare(&self) -> std::sync::MutexGuard<'_, Option<Pin<Box<Sleep>>>> {
+        // Nothing can be left half-done under this lock: a poisoned one is used as it is.
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A sleep until `at`: the spare, moved, or a new one.
+    fn sleep_until(&self, at: tokio::time::Instant) -> Pin<Box<Sleep>> {
+        match self.spare().take() {
+            Some(mut sleep) => {
+                sleep.as_mut().reset(at);
+                sleep
+            }
+            None => Box::pin(tokio::time::sleep_until(at)),
+        }
     }
 
     /// Whether hyper ended because it was parked (the mark stays).
@@ -119,7 +159,7 @@ impl hyper::rt::Timer for HeadTimer {
         self.state.wait_began();
         let (first, header_deadline) = self.deadlines(deadline);
         Box::pin(HeadSleep {
-            sleep: tokio::time::sleep_until(first),
+            sleep: Some(self.state.sleep_until(first)),
             header_deadline,
             state: self.state.clone(),
         })
@@ -136,7 +176,10 @@ impl hyper::rt::Timer for HeadTimer {
                 let (first, header_deadline) = self.deadlines(new_deadline);
                 let head = head.project();
                 *head.header_deadline = header_deadline;
-                head.sleep.reset(first);
+                match head.sleep.as_mut() {
+                    Some(sleep) => sleep.as_mut().reset(first),
+                    None => *head.sleep = Some(self.state.sleep_until(first)),
+                }
             }
             None => *sleep = self.sleep_until(new_deadline),
         }
@@ -159,17 +202,20 @@ pin_project! {
     /// One of hyper's header waits: fires at the header deadline; on the way, marks the wait
     /// due at the release moment and wakes the task so that [`ParkIo`] can park it.
     pub struct HeadSleep {
-        #[pin]
-        sleep: tokio::time::Sleep,
+        // Boxed: it goes back to the connection's spare when the wait ends. `None` only after.
+        sleep: Option<Pin<Box<Sleep>>>,
         header_deadline: Option<tokio::time::Instant>,
         state: Arc<ParkState>,
     }
 
     impl PinnedDrop for HeadSleep {
         fn drop(this: Pin<&mut Self>) {
-            let state = this.project().state;
-            state.count_waits(false);
-            state.due.store(false, Ordering::Relaxed);
+            let this = this.project();
+            this.state.count_waits(false);
+            this.state.due.store(false, Ordering::Relaxed);
+            if let Some(sleep) = this.sleep.take() {
+                *this.state.spare() = Some(sleep);
+            }
         }
     }
 }
@@ -178,9 +224,12 @@ impl Future for HeadSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
+        let this = self.project();
+        let Some(sleep) = this.sleep.as_mut() else {
+            return Poll::Ready(());
+        };
         loop {
-            ready!(this.sleep.as_mut().poll(cx));
+            ready!(sleep.as_mut().poll(cx));
             let Some(deadline) = this.header_deadline.take() else {
                 return Poll::Ready(());
             };
@@ -188,7 +237,7 @@ impl Future for HeadSleep {
             // ends it if nothing has arrived meanwhile.
             this.state.due.store(true, Ordering::Relaxed);
             cx.waker().wake_by_ref();
-            this.sleep.as_mut().reset(deadline);
+            sleep.as_mut().reset(deadline);
         }
     }
 }

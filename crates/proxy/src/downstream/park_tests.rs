@@ -185,3 +185,38 @@ async fn a_parked_wait_ends_on_bytes_or_when_asked_to_finish() {
     (&mut wait).await.unwrap();
     assert!(wait.finishing && !wait.readable);
 }
+
+#[tokio::test]
+async fn the_header_waits_of_a_connection_share_one_sleep_at_each_wait_s_own_deadline() {
+    let state = ParkState::new();
+    let timer = HeadTimer::new(state.clone(), RELEASE, HEADER);
+    assert_eq!(state.spare_at(), None);
+    let mut first = timer.sleep_until(timer.now() + HEADER);
+    assert!(poll_once(&mut first).await.is_pending());
+    drop(first);
+    let kept = state.spare_at().expect("the ended wait's sleep is kept");
+    // The kept sleep's release moment passes while no wait holds it.
+    tokio::time::sleep(RELEASE * 2).await;
+    let mut second = timer.sleep_until(timer.now() + HEADER);
+    assert_eq!(state.spare_at(), None, "the next wait took it");
+    assert!(
+        poll_once(&mut second).await.is_pending(),
+        "moved to the new wait's release moment, not the old one's"
+    );
+    assert!(!state.parkable(), "a fresh wait is not due");
+    drop(second);
+    assert_eq!(state.spare_at(), Some(kept), "the same sleep, not a new one per wait");
+    // It still wakes a wait at that wait's release moment.
+    let mut third = timer.sleep_until(timer.now() + HEADER);
+    tokio::time::sleep(RELEASE * 2).await;
+    assert!(poll_once(&mut third).await.is_pending());
+    assert!(
+        state.due.load(Ordering::Relaxed),
+        "due at the third wait's release moment"
+    );
+    drop(third);
+    // A parked connection holds no timer.
+    state.parked.store(true, Ordering::Relaxed);
+    assert!(state.take_parked());
+    assert_eq!(state.spare_at(), None);
+}

@@ -1,0 +1,3 @@
+module tlsgate.local/proxy-compare/ratelat
+
+go 1.25.0
