@@ -241,9 +241,11 @@ impl Gateway {
         self.draining.load(Ordering::Relaxed)
     }
 
-    /// Resolves when shutdown begins.
+    /// Resolves when shutdown begins: a receiver of the calling worker thread's own copy of the
+    /// signal (`local_signal`), which connections and accept loops poll without a lock that
+    /// other threads take.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
+        crate::local_signal::local(&self.shutdown)
     }
 }
 

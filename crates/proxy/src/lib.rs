@@ -37,6 +37,7 @@ pub mod h2_keepalive;
 pub mod h2_stream;
 pub mod identity;
 pub mod interim;
+pub mod local_signal;
 pub mod request;
 pub mod upstream;
 
