@@ -2,7 +2,7 @@
 //! copies all of it into the box: the future's whole size (the largest of its states), though a
 //! future that has not started holds only its arguments. The proxy boxes two per request (an
 //! HTTP/2 stream's future, ~3.9 KB, and the forwarding state, ~3.3 KB), and those copies were a
-//! third of the gateway's `memmove` time in the HTTP/2 proxy profile. [`pin_in_place`] allocates
+//! half of the gateway's `memmove` time in the HTTP/2 proxy profile. [`pin_in_place`] allocates
 //! first and has the future written straight into the allocation (the compiler's call-slot
 //! optimisation: the future is the return value of a call that is not inlined, whose return
 //! slot becomes the box), so only its arguments are written.
