@@ -1,14 +1,15 @@
 //! The rate limits' shared counters on the `[cluster]` store (Redis or Memcached, through the
 //! session store's own connections): each reconciliation's operations become `INCRBY` +
 //! `PEXPIRE` per window counter (Redis, pipelined) or `add` + `incr` (Memcached), under
-//! `{key_prefix}rl:{limit}:{key hash}:{window}`. Keys are hashed under a key derived from the
+//! `{key_prefix}rl:{limit}:{key hash}:{window}`, and one more on the reconciliation's writer
+//! count `…:{window}:t{tick}` (1 added by each node's write, 0 by its re-read). Keys are hashed under a key derived from the
 //! cluster secret, so every node names a client's counter alike and no client can pick another's.
 
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_cluster::backend::Backend;
 use tlsgate_cluster::ClusterStore;
-use tlsgate_proxy::request::rate_limit::{CountFuture, CountOp, CountTotals, CounterStore};
+use tlsgate_proxy::request::rate_limit::{CountFuture, CountOp, CountTotals, CounterStore, WRITERS_TTL};
 use tlsgate_proxy::Gateway;
 use tlsgate_tls::secret::ClusterSecret;
 
@@ -36,6 +37,11 @@ impl CounterStore for StoreCounters {
                         u64::from(op.add_prev),
                         op.ttl,
                     ),
+                    (
+                        format!("{}:t{}", self.key(op, op.window), op.tick),
+                        u64::from(op.mark),
+                        WRITERS_TTL,
+                    ),
                 ]
             })
             .collect();
@@ -45,10 +51,11 @@ impl CounterStore for StoreCounters {
                 .await
                 .map_err(|e| tlsgate_error::Error::wrap("rate-limit counters", e))?;
             Ok(totals
-                .chunks_exact(2)
-                .map(|pair| CountTotals {
-                    total: pair[0],
-                    total_prev: pair[1],
+                .chunks_exact(3)
+                .map(|three| CountTotals {
+                    total: three[0],
+                    total_prev: three[1],
+                    writers: three[2],
                 })
                 .collect())
         })

@@ -158,7 +158,7 @@ fn a_per_header_limit_keeps_clients_apart_and_leaves_requests_without_the_header
     assert_eq!(limited_total(&f.gw, "per-key"), 1.0);
 }
 
-/// Two nodes sharing one redis-server.
+/// Two nodes sharing one store (redis-server or memcached).
 struct Pair {
     pki: TestPki,
     nodes: Vec<(u16, GatewayProcess)>,
@@ -173,17 +173,22 @@ const CLUSTER_ROUTES: &str = "[[site.route]]\npath_prefix = \"/shared\"\nrate_li
     [[site.route]]\npath_prefix = \"/warm\"\nrate_limit = \"warm\"\nfixed_response = { body = \"ok\" }\n";
 
 impl Pair {
-    fn start(redis: &StoreProcess) -> Self {
+    /// Two nodes on `store`, a redis-server unless `memcached`.
+    fn start(store: &StoreProcess, memcached: bool) -> Self {
         let pki = TestPki::new();
         let _ = site_certs(&pki);
         let secret: PathBuf = pki.write("cluster.key", &format!("{}\n", "5a".repeat(32)));
         let nodes = (0..2)
             .map(|_| {
                 let (https, admin) = (free_port(), free_port());
+                let (kind, server) = if memcached {
+                    ("memcached", store.addr())
+                } else {
+                    ("redis", store.redis_url())
+                };
                 let top = format!(
-                    "[cluster]\nsecret_files = [{}]\nstore = \"redis\"\nservers = [\"{}\"]\nbreaker_retry = \"200ms\"\n",
+                    "[cluster]\nsecret_files = [{}]\nstore = \"{kind}\"\nservers = [\"{server}\"]\nbreaker_retry = \"200ms\"\n",
                     toml_path(&secret),
-                    redis.redis_url()
                 );
                 let routes = format!("{CLUSTER_ROUTES}{CLUSTER_LIMITS}");
                 let text = config_with_certs(&existing_site_certs(&pki), https, admin, &top, &routes);
@@ -239,7 +244,26 @@ fn wait_for_window_room(left: Duration) {
 #[test]
 fn two_nodes_sharing_redis_hold_one_limit_together() {
     let redis = StoreProcess::redis();
-    let pair = Pair::start(&redis);
+    let pair = Pair::start(&redis, false);
+    one_limit_together(&pair);
+    // The store holds the cluster's count of the window.
+    let stored = wait_until(Duration::from_secs(5), || {
+        !redis
+            .redis_cli(&["--scan", "--pattern", "tlsgate:rl:shared:*"])
+            .trim()
+            .is_empty()
+    });
+    assert!(stored, "no counters in the store");
+}
+
+#[test]
+fn two_nodes_sharing_memcached_hold_one_limit_together() {
+    let memcached = StoreProcess::memcached();
+    let pair = Pair::start(&memcached, true);
+    one_limit_together(&pair);
+}
+
+fn one_limit_together(pair: &Pair) {
     pair.wait_store(true);
     // 120 requests from one client, alternating between the nodes, against a limit of 40: each
     // node alone would admit 40 (80 in all). The property holds within one 10 s window: a run
@@ -278,14 +302,6 @@ fn two_nodes_sharing_redis_hold_one_limit_together() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    // The store holds the cluster's count of the window.
-    let stored = wait_until(Duration::from_secs(5), || {
-        !redis
-            .redis_cli(&["--scan", "--pattern", "tlsgate:rl:shared:*"])
-            .trim()
-            .is_empty()
-    });
-    assert!(stored, "no counters in the store");
     assert!(pair
         .nodes
         .iter()
@@ -295,7 +311,7 @@ fn two_nodes_sharing_redis_hold_one_limit_together() {
 #[test]
 fn with_the_store_killed_each_node_limits_alone_and_says_so() {
     let mut redis = StoreProcess::redis();
-    let pair = Pair::start(&redis);
+    let pair = Pair::start(&redis, false);
     pair.wait_store(true);
     redis.kill();
     pair.wait_store(false);

@@ -20,7 +20,7 @@ pub mod sync;
 mod table;
 mod window;
 
-pub use sync::{CountFuture, CountOp, CountTotals, CounterStore};
+pub use sync::{CountFuture, CountOp, CountTotals, CounterStore, WRITERS_TTL};
 
 use crate::body::{Body, ClientBody};
 use arc_swap::ArcSwap;

@@ -1,7 +1,9 @@
 //! Cluster-wide limits: every [`SYNC_INTERVAL`], the keys touched since the last time are sent
 //! to the cluster store in one batch — for each, what this node admitted since (added to the
 //! store's counter of that window, which expires two windows later) — and the store's totals
-//! come back as the cluster's counts. Requests never wait on it.
+//! come back as the cluster's counts. Requests never wait on it. Each write also counts this
+//! node as a writer of the key at that reconciliation (a counter per reconciliation), which tells
+//! the limits whose writes an answer already holds (`Counts::writers`).
 //!
 //! The store itself is the binary's (`tlsgate_cluster`'s Redis or Memcached connections), seen
 //! here through [`CounterStore`]. When a batch fails or times out, what it carried is put back
@@ -42,9 +44,17 @@ pub struct CountOp {
     pub add: u32,
     /// Requests admitted in the window before, not sent before it ended.
     pub add_prev: u32,
+    /// The reconciliation's number (wall-clock time / [`SYNC_INTERVAL`]), the same on every node.
+    pub tick: u64,
+    /// 1 when this is the node's write at `tick` (count it as a writer of the key), 0 on a
+    /// re-read.
+    pub mark: u32,
     /// How long the store keeps the counters.
     pub ttl: Duration,
 }
+
+/// How long the store keeps a reconciliation's writer count.
+pub const WRITERS_TTL: Duration = Duration::from_secs(2);
 
 /// The store's totals after an operation: the cluster's count of the window and of the one before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +63,8 @@ pub struct CountTotals {
     pub total: u64,
     /// The previous window's count.
     pub total_prev: u64,
+    /// Nodes that wrote the key at this operation's reconciliation so far (its `mark` included).
+    pub writers: u64,
 }
 
 /// What a batch's answer is.
@@ -127,7 +139,8 @@ pub(crate) async fn run(current: Arc<ArcSwap<Limits>>, state: Arc<SyncState>, st
     let interval = SYNC_INTERVAL_NS;
     loop {
         let now = super::now_ns();
-        tokio::time::sleep(Duration::from_nanos((now / interval + 1) * interval - now)).await;
+        let tick = now / interval + 1;
+        tokio::time::sleep(Duration::from_nanos(tick * interval - now)).await;
         let limits = current.load_full();
         let mut sent = Vec::new();
         for (i, limit) in limits.cluster.iter().enumerate() {
@@ -145,7 +158,7 @@ pub(crate) async fn run(current: Arc<ArcSwap<Limits>>, state: Arc<SyncState>, st
         if sent.is_empty() {
             continue;
         }
-        if !exchange(&limits, &state, &*store, &sent).await {
+        if !exchange(&limits, &state, &*store, &sent, tick, 1).await {
             continue;
         }
         tokio::time::sleep(READ_AFTER).await;
@@ -153,16 +166,23 @@ pub(crate) async fn run(current: Arc<ArcSwap<Limits>>, state: Arc<SyncState>, st
             s.add = 0;
             s.add_prev = 0;
         }
-        exchange(&limits, &state, &*store, &sent).await;
+        exchange(&limits, &state, &*store, &sent, tick, 0).await;
     }
 }
 
 /// How long after its writes a node reads the counters again.
 const READ_AFTER: Duration = Duration::from_millis(15);
 
-/// Sends what `sent` describes in batches and applies the answers; on a failure puts the
-/// requests back as unsent and answers false.
-async fn exchange(limits: &Limits, state: &SyncState, store: &dyn CounterStore, sent: &[Sent]) -> bool {
+/// Sends what `sent` describes in batches (as reconciliation `tick`'s write when `mark` is 1)
+/// and applies the answers; on a failure puts the requests back as unsent and answers false.
+async fn exchange(
+    limits: &Limits,
+    state: &SyncState,
+    store: &dyn CounterStore,
+    sent: &[Sent],
+    tick: u64,
+    mark: u32,
+) -> bool {
     for (b, batch) in sent.chunks(BATCH).enumerate() {
         let ops = batch
             .iter()
@@ -174,6 +194,8 @@ async fn exchange(limits: &Limits, state: &SyncState, store: &dyn CounterStore, 
                     window: s.window,
                     add: s.add,
                     add_prev: s.add_prev,
+                    tick,
+                    mark,
                     ttl: limit.ttl,
                 }
             })
@@ -189,7 +211,7 @@ async fn exchange(limits: &Limits, state: &SyncState, store: &dyn CounterStore, 
                 let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
                 for (s, t) in batch.iter().zip(totals) {
                     limits.cluster[s.limit].table.with_existing(s.key, false, |c| {
-                        c.answered(s.window, s.add, clamp(t.total), clamp(t.total_prev))
+                        c.answered(s.window, s.add, clamp(t.total), clamp(t.total_prev), clamp(t.writers))
                     });
                 }
             }

@@ -211,7 +211,7 @@ mod tests {
         let mut again = 0;
         t.drain_touched(|_, _| again += 1);
         assert_eq!(again, 0);
-        t.with_existing(42, false, |c| c.answered(W, 5, 9, 0));
+        t.with_existing(42, false, |c| c.answered(W, 5, 9, 0, 1));
         assert_eq!(t.with(42, W, false, |c| c.global), 9);
     }
 }

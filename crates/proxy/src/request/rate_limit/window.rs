@@ -10,11 +10,14 @@
 //! read (`global`) plus what it admitted since (`unsynced`: sent and unanswered, or not sent
 //! yet). So that nodes deciding at once on the same stale count do not each spend all that is
 //! left, a node spends at most `1 / share` of the room it knows of between two reconciliations
-//! (`share` = `cluster_nodes`). The room it knows of counts the others as having spent, since
-//! their last writes, what this node spent in its last interval (`spent_last`): a node whose
-//! re-read of the store came before another node's write (a busy machine) would otherwise
-//! decide on a count missing that node's interval and spend half of a room that is gone. With
-//! one node active, its spending still converges geometrically to the limit.
+//! (`share` = `cluster_nodes`). The room it knows of counts each other node whose write of the
+//! last reconciliation the store has not shown yet as having spent what this node spent in its
+//! last interval (`spent_last`): a node whose re-read of the store came before another node's
+//! write (a busy machine) would otherwise decide on a count missing that node's interval and
+//! spend half of a room that is gone. The store counts the nodes that wrote a key at each
+//! reconciliation (`writers`), so a node whose re-read shows every node's write counts no such
+//! guess, and a burst spread over the nodes is not held well under the limit by it. With one
+//! node active, its spending still converges geometrically to the limit.
 
 /// A limit's quota, in the units of the counters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +68,9 @@ pub(crate) struct Counts {
     pub global_prev: u32,
     /// What this node sent at its last reconciliation of `window` (its last interval's spending).
     pub spent_last: u32,
+    /// Nodes, this one included, whose write of `window` at the last reconciliation the store's
+    /// answers have shown (0 until the first answer).
+    pub writers: u32,
 }
 
 impl Counts {
@@ -122,8 +128,10 @@ impl Counts {
         let mut allowed = weighted + 1.0 <= quota;
         let mut retry_ns = 0;
         if allowed && shared && q.share > 1 {
-            // At most our share of the room we know of, until the next reconciliation.
-            let others = f64::from(q.share - 1) * f64::from(self.spent_last);
+            // At most our share of the room we know of, until the next reconciliation; each
+            // node whose last write the store has not shown is guessed to have spent as we did.
+            let unseen = q.share.saturating_sub(self.writers.max(1));
+            let others = f64::from(unseen) * f64::from(self.spent_last);
             let room = (quota - carried - f64::from(self.global) - others).max(0.0);
             let allowance = (room / f64::from(q.share)).ceil().max(1.0);
             if f64::from(self.pending.saturating_add(self.inflight)) + 1.0 > allowance {
@@ -163,6 +171,7 @@ impl Counts {
     pub fn send(&mut self) -> (u64, u32, u32) {
         let out = (self.window, self.pending, self.pending_prev);
         self.spent_last = self.pending;
+        self.writers = 0;
         self.inflight = self.inflight.saturating_add(self.pending);
         self.pending = 0;
         self.pending_prev = 0;
@@ -170,12 +179,14 @@ impl Counts {
     }
 
     /// The store's answer for window `w`: the cluster's count of it (`total`, our `n` sent
-    /// included) and of the window before (`total_prev`).
-    pub fn answered(&mut self, w: u64, n: u32, total: u32, total_prev: u32) {
+    /// included), of the window before (`total_prev`), and how many nodes wrote the key at this
+    /// reconciliation (`writers`, us included).
+    pub fn answered(&mut self, w: u64, n: u32, total: u32, total_prev: u32, writers: u32) {
         if self.window == w {
             self.inflight = self.inflight.saturating_sub(n);
             self.global = self.global.max(total);
             self.global_prev = self.global_prev.max(total_prev);
+            self.writers = self.writers.max(writers);
         } else if self.window == w + 1 {
             self.global_prev = self.global_prev.max(total);
         }
@@ -281,7 +292,7 @@ mod tests {
         // The store says the cluster already admitted 60 in this window.
         c.take(q, T0, true);
         let (w, n, _) = c.send();
-        c.answered(w, n, 61, 0);
+        c.answered(w, n, 61, 0, 1);
         // 39 left, less the 1 the other node may have spent as this one did: this node spends
         // at most half (19) before the next reconciliation.
         let granted = (0..100).filter(|_| c.take(q, T0, true).allowed).count();
@@ -289,7 +300,7 @@ mod tests {
         let (w, n, _) = c.send();
         assert_eq!(n, 19);
         // The other node admitted 20 meanwhile: 61 + 19 + 20 = 100, nothing left.
-        c.answered(w, n, 100, 0);
+        c.answered(w, n, 100, 0, 2);
         let d = c.take(q, T0, true);
         assert!(!d.allowed);
         assert_eq!(d.remaining, 0);
@@ -302,8 +313,8 @@ mod tests {
         // Both nodes spend their half (20) before the first reconciliation.
         assert_eq!((0..100).filter(|_| c.take(q, T0, true).allowed).count(), 20);
         let (w, n, _) = c.send();
-        // The store answered before the other node's 20 arrived: 20, not 40.
-        c.answered(w, n, 20, 0);
+        // The store answered before the other node's 20 arrived: 20, not 40, one writer.
+        c.answered(w, n, 20, 0, 1);
         // The other node is assumed to have spent as much: nothing (or one) more here.
         let granted = (0..100).filter(|_| c.take(q, T0, true).allowed).count();
         assert!(granted <= 1, "{granted}");
@@ -313,9 +324,38 @@ mod tests {
         for _ in 0..20 {
             total += (0..100).filter(|_| alone.take(q, T0, true).allowed).count();
             let (w, n, _) = alone.send();
-            alone.answered(w, n, total as u32, 0);
+            alone.answered(w, n, total as u32, 0, 1);
         }
         assert!((38..=40).contains(&total), "{total}");
+    }
+
+    #[test]
+    fn a_re_read_that_shows_every_node_s_write_guesses_nothing_for_them() {
+        let q = quota(40, 2);
+        let mut c = Counts::default();
+        // A burst: this node admitted 15 of the first interval's requests, the other 14.
+        for _ in 0..15 {
+            assert!(c.take(q, T0, true).allowed);
+        }
+        let (w, n, _) = c.send();
+        // The write's answer came before the other node's write; the re-read shows both.
+        c.answered(w, n, 15, 0, 1);
+        c.answered(w, 0, 29, 0, 2);
+        // 11 left, shared by two: this node spends 6 (rounded up) before the next reconciliation.
+        assert_eq!((0..100).filter(|_| c.take(q, T0, true).allowed).count(), 6);
+        let (w, n, _) = c.send();
+        // The other spent 5 meanwhile: 40, nothing left.
+        c.answered(w, n, 40, 0, 2);
+        assert_eq!((0..100).filter(|_| c.take(q, T0, true).allowed).count(), 0);
+        // Had the re-read shown this node's write alone, the other's 15 would be guessed spent
+        // again: no room beyond one request.
+        let mut c = Counts::default();
+        for _ in 0..15 {
+            c.take(q, T0, true);
+        }
+        let (w, n, _) = c.send();
+        c.answered(w, n, 29, 0, 1);
+        assert_eq!((0..100).filter(|_| c.take(q, T0, true).allowed).count(), 1);
     }
 
     #[test]
