@@ -13,6 +13,9 @@
 //! - Negative control: forced onto QUIC against a gateway without `[http3]` (no UDP socket),
 //!   Chromium gets no page (`net::ERR_QUIC_HANDSHAKE_FAILED`, no fallback to TCP) and reports
 //!   no `h3`, so the checks above can fail.
+//! - Through a UDP relay (`tests/udp_relay/`): resumption with the request in 0-RTT (30 ms of
+//!   delay on Chromium's packets), a NAT rebinding between two loads, a path that loses one
+//!   datagram in 20 each way.
 //!
 //! The Chromium flags and why each is needed (found by trying without it):
 //! - `--ignore-certificate-errors-spki-list=HASHES`: the fixture's leaves are issued by a test
@@ -40,6 +43,7 @@
 mod common;
 mod console_cdp;
 mod h3_env;
+mod udp_relay;
 
 use console_cdp::Browser;
 use h3_env::{http3, to_origin};
@@ -274,4 +278,179 @@ fn chromium_forced_onto_quic_gets_nothing_from_a_gateway_without_http3() {
     );
     // Forced QUIC does not fall back to TCP: the gateway served nothing.
     assert_eq!(f.gw.metric("tlsgate_requests_total", &[]), 0.0, "{}", f.gw.metrics());
+}
+
+/// QUIC handshakes the gateway counted with `label`.
+fn quic_handshakes(f: &common::Fixture, label: &str) -> f64 {
+    f.gw.metric("tlsgate_quic_handshakes_total", &[label])
+}
+
+#[test]
+fn chromium_resumes_its_quic_session_and_sends_its_request_in_0rtt() {
+    // A short idle timeout closes Chromium's first QUIC connection between two loads (both
+    // sides drop it silently after 1 s); the second load opens a new connection with the
+    // ticket the first one received and sends its request as 0-RTT data. Chromium's packets
+    // reach the gateway through a relay that delays them by 30 ms: on bare loopback the
+    // resumed handshake ends before Chromium has bound the navigation's request to the new
+    // session (about 8 ms after its first packet, by its net log), so the request goes in
+    // 1-RTT packets although 0-RTT was accepted.
+    let origin = Origin::start("o1");
+    let top = format!("{}[tls.tickets]\nearly_data = true\n", http3("idle_timeout = \"1s\""));
+    let f = common::start(&top, &to_origin(&origin));
+    let relay = udp_relay::Relay::start_delayed(
+        format!("127.0.0.1:{}", f.https).parse().unwrap(),
+        Duration::from_millis(30),
+    );
+    let port = relay.addr().port();
+    let url = |path: &str| format!("https://localhost:{port}{path}");
+    let mut c = Chromium::start(&f, &[force_quic(port)]);
+
+    let error = c.navigate(&url("/first"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+    assert_eq!(quic_handshakes(&f, "outcome=\"full\""), 1.0, "{}", f.gw.metrics());
+    // Idle past the timeout on both sides: the gateway closed the connection (its RTT is
+    // observed as it ends), and so did Chromium.
+    assert!(
+        common::wait_until(Duration::from_secs(10), || {
+            f.gw.metric("tlsgate_quic_rtt_seconds_count", &[]) >= 1.0
+        }),
+        "{}",
+        f.gw.metrics()
+    );
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            c.quic_closes().iter().any(|d| d.contains("No recent network activity"))
+        }),
+        "{:?}",
+        c.quic_closes()
+    );
+
+    let error = c.navigate(&url("/second"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+    // Chromium's view: its 0-RTT was accepted.
+    let states: Vec<String> = console_cdp::netlog_events(&c.netlog, "QUIC_SESSION_ZERO_RTT_STATE")
+        .iter()
+        .map(|p| p["state"].as_str().unwrap_or("?").to_string())
+        .collect();
+    assert_eq!(
+        states,
+        ["NotAttempted", "AttemptedAndSucceeded"],
+        "{:?}",
+        c.quic_closes()
+    );
+    // The origin's echo: the request arrived marked as early data.
+    let text = c.b.eval("document.body.innerText");
+    let text = text.as_str().unwrap_or("").to_ascii_lowercase();
+    assert!(
+        text.contains("path=/second") && text.contains("early-data: 1"),
+        "the origin's echo: {text}\n{:?}\n{}",
+        c.quic_closes(),
+        f.gw.metrics()
+    );
+    // The gateway's view: two QUIC handshakes, the second resumed with early data accepted,
+    // and a request served from it.
+    assert_eq!(quic_handshakes(&f, "outcome=\"resumed\""), 1.0, "{}", f.gw.metrics());
+    assert_eq!(quic_handshakes(&f, "early_data=\"yes\""), 1.0, "{}", f.gw.metrics());
+    assert!(
+        f.gw.metric("tlsgate_state", &["name=\"early_data_requests_served_total\""]) >= 1.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn chromium_s_connection_survives_a_nat_rebinding() {
+    // Chromium's packets reach the gateway through a relay that, between two loads, starts
+    // sending from a new source port (a NAT whose mapping changed): the gateway validates the
+    // new address and goes on serving the same connection there; Chromium sees nothing of it.
+    let f = common::start(&http3(""), "");
+    let relay = udp_relay::Relay::start(format!("127.0.0.1:{}", f.https).parse().unwrap());
+    let port = relay.addr().port();
+    let mut c = Chromium::start(&f, &[force_quic(port)]);
+    let error = c.navigate(&format!("https://localhost:{port}/hello"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+
+    relay.rebind();
+    let got = c.b.eval(
+        "(async () => {
+            const r = await fetch('/hello?after=rebinding', {cache: 'no-store'});
+            const text = await r.text();
+            const e = performance.getEntriesByName(r.url).pop();
+            return {status: r.status, text, protocol: e ? e.nextHopProtocol : null};
+        })()",
+    );
+    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(got["text"], "Hello, world!", "{got}");
+    assert_eq!(got["protocol"], "h3", "{got}");
+    assert_eq!(
+        relay.ports_answered(),
+        2,
+        "the gateway answered both addresses (relayed, answered by port: {:?})",
+        relay.counts()
+    );
+    // One connection: no second handshake, and Chromium closed no session.
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &[]),
+        1.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(c.quic_closes(), Vec::<String>::new());
+    // The page, the fetch (and Chromium's favicon request), all over HTTP/3.
+    assert!(requests(&f, "h3") >= 2.0, "{}", f.gw.metrics());
+    assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
+}
+
+#[test]
+fn chromium_downloads_and_uploads_whole_over_a_lossy_path() {
+    // One datagram in 20 lost each way (5 %), from the first packet: the handshake, a 2 MB
+    // download (every byte checked) and a 1 MB upload all complete, with both QUIC stacks
+    // recovering what was lost.
+    let origin = Origin::start("o1");
+    let f = common::start(&http3(""), &to_origin(&origin));
+    let relay = udp_relay::Relay::start(format!("127.0.0.1:{}", f.https).parse().unwrap());
+    relay.drop_every(20);
+    let port = relay.addr().port();
+    let mut c = Chromium::start(&f, &[force_quic(port)]);
+    let error = c.navigate(&format!("https://localhost:{port}/page"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+    let down = c.b.eval(
+        "(async () => {
+            const r = await fetch('/bytes?n=2000000', {cache: 'no-store'});
+            const body = new Uint8Array(await r.arrayBuffer());
+            const e = performance.getEntriesByName(r.url).pop();
+            return {status: r.status, length: body.length, all_x: body.every(c => c === 120),
+                    protocol: e ? e.nextHopProtocol : null};
+        })()",
+    );
+    assert_eq!(down["status"], 200, "{down}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(down["length"], 2_000_000, "{down}");
+    assert_eq!(down["all_x"], true, "{down}");
+    assert_eq!(down["protocol"], "h3", "{down}");
+    let up = c.b.eval(
+        "(async () => {
+            const r = await fetch('/upload', {method: 'POST', body: new Uint8Array(1000000).fill(121)});
+            return {status: r.status, text: await r.text()};
+        })()",
+    );
+    assert_eq!(up["status"], 200, "{up}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(up["text"], "received=1000000\n", "{up}");
+    // The path did lose packets, and the gateway's QUIC stack saw and recovered them (counted
+    // as the connection ends: Chromium's is closed by dropping the browser).
+    let lost = relay.dropped();
+    assert!(lost >= 50, "{lost} datagrams lost");
+    drop(c);
+    assert!(
+        common::wait_until(Duration::from_secs(40), || {
+            f.gw.metric("tlsgate_quic_lost_packets_total", &[]) >= 1.0
+        }),
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
 }

@@ -4,11 +4,12 @@
 //! former ports. The server sees one connection's packets arrive from ever new addresses.
 //! [`Relay::start_delayed`] also delays what the client sends by a fixed time (a path with that
 //! much one-way delay) and records when each of the server's datagrams arrived.
+//! [`Relay::drop_every`] makes it lose every n-th datagram each way (a lossy path, deterministic).
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +24,25 @@ struct Shared {
     answered: Mutex<HashMap<u16, usize>>,
     /// When each of the server's datagrams arrived.
     arrivals: Mutex<Vec<Instant>>,
+    /// Lose every n-th datagram each way (0: none).
+    drop_every: AtomicUsize,
+    /// Datagrams seen each way (to the server, from the server), and how many were lost.
+    seen_up: AtomicUsize,
+    seen_down: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+impl Shared {
+    /// Whether the datagram that `seen` counts now is to be lost.
+    fn lose(&self, seen: &AtomicUsize) -> bool {
+        let n = self.drop_every.load(Ordering::Relaxed);
+        let k = seen.fetch_add(1, Ordering::Relaxed) + 1;
+        let lost = n > 0 && k.is_multiple_of(n);
+        if lost {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        lost
+    }
 }
 
 /// The relay; stops its threads when dropped.
@@ -55,6 +75,10 @@ impl Relay {
             relayed: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
             arrivals: Mutex::new(Vec::new()),
+            drop_every: AtomicUsize::new(0),
+            seen_up: AtomicUsize::new(0),
+            seen_down: AtomicUsize::new(0),
+            dropped: AtomicUsize::new(0),
         });
         let relay = Self {
             front: front.clone(),
@@ -79,7 +103,9 @@ impl Relay {
             while !shared.stop.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = front.recv_from(&mut buf) {
                     *shared.client.lock().unwrap() = Some(from);
-                    let _ = line.send((Instant::now() + delay, buf[..n].to_vec()));
+                    if !shared.lose(&shared.seen_up) {
+                        let _ = line.send((Instant::now() + delay, buf[..n].to_vec()));
+                    }
                 }
             }
         }));
@@ -96,6 +122,9 @@ impl Relay {
             let mut buf = vec![0u8; 65_536];
             while !shared.stop.load(Ordering::Relaxed) {
                 if let Ok((n, _)) = up.recv_from(&mut buf) {
+                    if shared.lose(&shared.seen_down) {
+                        continue;
+                    }
                     shared.arrivals.lock().unwrap().push(Instant::now());
                     *shared.answered.lock().unwrap().entry(port).or_default() += 1;
                     if let Some(client) = *shared.client.lock().unwrap() {
@@ -116,6 +145,16 @@ impl Relay {
         let up = Arc::new(socket());
         *self.shared.upstream.lock().unwrap() = up.clone();
         self.back(up);
+    }
+
+    /// From now on, loses every `n`-th datagram each way (0: none).
+    pub fn drop_every(&self, n: usize) {
+        self.shared.drop_every.store(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams lost so far (both ways).
+    pub fn dropped(&self) -> usize {
+        self.shared.dropped.load(Ordering::Relaxed)
     }
 
     /// How many of the relay's source ports the server answered.
