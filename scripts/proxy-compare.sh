@@ -630,6 +630,12 @@ JQ_COMMON="$BENCH_JQ_MEDIAN"'
     def na($id; $s): $runs | map(select(.id == $id and .server == $s and (.check | startswith("n/a"))));
     def ok($id; $s): runs($id; $s) | map(select(.check | startswith("ok")));
     def failed($id; $s): runs($id; $s) | map(select(.check | startswith("ok") | not));
+    # tlsgate ÷ the best peer of the same round, each round where both measured (the spread
+    # that the noise of the machine leaves in the median ratio).
+    def fig($c): if $c.fig == "m" then .mib else .per end;
+    def paired($c): [ ok($c.id; "tlsgate")[] as $t
+        | ([ $servers[] | select(. != "tlsgate") as $s | ok($c.id; $s)[] | select(.round == $t.round) | fig($c) ] | max) as $b
+        | select($b != null and $b > 0) | ($t | fig($c)) / $b ];
 '
 echo
 echo "### Proxy path: work per proxy CPU-second"
@@ -645,7 +651,7 @@ fi
 if selected_kind 2w; then
   extra="$extra 2-worker cell: the proxy with 2 workers (threads) on CPUs $PROXY_CPU,$PROXY_CPU_2W and the load on CPUs $LOAD_CPU,$LOAD_CPU_2W; compare it with the 1-worker 1 KiB row."
 fi
-echo "Each proxy alone, 1 worker pinned to CPU $PROXY_CPU; origin (nginx, 1 worker) and load generator pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, median shown (tlsgate: ${GW_ID:-?}; 1-minute load average during the runs $loads). Figure: requests (or MiB of response body) ÷ proxy CPU seconds (utime+stime, /proc). Higher is better; \`tlsgate ÷ best peer\` > 1 means tlsgate does more per CPU-second than the better of nginx and HAProxy. Latency rows: lower is better, and the ratio is tlsgate ÷ the lower peer (> 1: tlsgate slower).$extra"
+echo "Each proxy alone, 1 worker pinned to CPU $PROXY_CPU; origin (nginx, 1 worker) and load generator pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds of ${DURATION} s, median shown (tlsgate: ${GW_ID:-?}; 1-minute load average during the runs $loads). Figure: requests (or MiB of response body) ÷ proxy CPU seconds (utime+stime, /proc). Higher is better; \`tlsgate ÷ best peer\` > 1 means tlsgate does more per CPU-second than the better of nginx and HAProxy (the ratio of the medians; \"per round\": the lowest and highest ratio of tlsgate to the better peer of the same round, the spread the machine's noise leaves in it). Latency rows: lower is better, and the ratio is tlsgate ÷ the lower peer (> 1: tlsgate slower).$extra"
 echo
 cols=(l:cell l:load l:figure)
 for s in "${servers[@]}"; do
@@ -666,7 +672,8 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
     + " | "
     + (if ($row | any(.f > 0)) then "— (a run failed)"
        elif $t == null or $t.v == null or $best == null then "—"
-       else "**\($t.v / $best.v * 100 | round / 100)×** (\($best.s | name))" end) + " |",
+       else "**\($t.v / $best.v * 100 | round / 100)×** (\($best.s | name))"
+         + (paired($c) | if length > 1 then "; per round \(min * 100 | round / 100)–\(max * 100 | round / 100)×" else "" end) end) + " |",
     (if $c.id == "lat" or $c.id == "rate" then
        ("p50_us", "p99_us") as $q
        | ($servers | map(. as $s | {s: $s, f: failed($c.id; $s) | length, n: runs($c.id; $s) | length,
