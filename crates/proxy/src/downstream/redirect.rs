@@ -15,7 +15,11 @@ use tlsgate_tls::acme_challenges::HTTP01_PREFIX;
 /// The redirect target for a request, or None without a usable Host.
 pub fn location<B>(req: &Request<B>, https_port: Option<u16>) -> Option<String> {
     let host = request_check::inspect(req).ok()?.host?;
-    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.into_owned()
+    };
     let port = match https_port {
         None | Some(443) => String::new(),
         Some(p) => format!(":{p}"),

@@ -26,8 +26,9 @@ use tlsgate_wire::path::normalize;
 pub struct Target<'r> {
     /// The authority as the client sent it (host and optional port), for `Host` upstream.
     pub authority: Option<HeaderValue>,
-    /// Its host, lower-case, without port or brackets, for routing.
-    pub host: Option<String>,
+    /// Its host, lower-case, without port or brackets, for routing (borrowed from the request
+    /// unless it had to be lower-cased).
+    pub host: Option<Cow<'r, str>>,
     /// The normalised path.
     pub path: Cow<'r, str>,
     /// The query, without `?`.
@@ -36,21 +37,37 @@ pub struct Target<'r> {
 
 /// The host part of an authority, lower-case, without port and IPv6 brackets.
 /// (`tlsgate_config::split_authority`, on an authority `valid_authority` accepted.)
-fn host_of(authority: &str) -> String {
+fn host_of(authority: &str) -> Cow<'_, str> {
     let host = tlsgate_config::split_authority(authority).map_or(authority, |(host, _)| host);
-    host.trim_end_matches('.').to_ascii_lowercase()
+    let host = host.trim_end_matches('.');
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
+/// A `Host` field's authority, if it is one (parsed: a field is any text until then).
 fn valid_authority(v: &HeaderValue) -> Result<&str, ProxyError> {
     let text = v.to_str().map_err(|_| ProxyError::BadRequest("Host is not ASCII"))?;
     let parsed: http::uri::Authority = text.parse().map_err(|_| ProxyError::BadRequest("malformed Host"))?;
-    if text.contains('@') || parsed.host().is_empty() {
-        return Err(ProxyError::BadRequest("malformed Host"));
-    }
+    allowed(&parsed)?;
     Ok(text)
 }
 
+/// What an authority may not carry although it parses: user info, an empty host.
+fn allowed(a: &http::uri::Authority) -> Result<(), ProxyError> {
+    if a.as_str().contains('@') || a.host().is_empty() {
+        return Err(ProxyError::BadRequest("malformed Host"));
+    }
+    Ok(())
+}
+
 /// Checks a request and returns its target, or the error to answer with.
+///
+/// Each authority is parsed once: the request target's was parsed with the request (`http`'s
+/// `Uri`), a `Host` field's here; the host is a slice of the request unless it needs
+/// lower-casing, and the only copy is the authority kept for forwarding.
 pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     let h2 = req.version() == Version::HTTP_2;
     let mut hosts = req.headers().get_all(header::HOST).iter();
@@ -58,36 +75,33 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     if hosts.next().is_some() {
         return Err(ProxyError::BadRequest("several Host header fields"));
     }
-    let from_uri = req
-        .uri()
-        .authority()
-        .map(|a| HeaderValue::from_str(a.as_str()).map_err(|_| ProxyError::BadRequest("malformed authority")))
-        .transpose()?;
-    let authority = match (from_uri, host_header) {
-        (Some(uri), Some(host)) if h2 => {
-            let (a, b) = (valid_authority(&uri)?, valid_authority(host)?);
-            if !a.eq_ignore_ascii_case(b) {
-                return Err(ProxyError::BadRequest("host differs from :authority"));
+    let from_uri = req.uri().authority();
+    // (the text routed on, the value forwarded)
+    let (text, authority) = match (from_uri, host_header) {
+        (Some(uri), host) => {
+            allowed(uri)?;
+            if let (true, Some(host)) = (h2, host) {
+                if !uri.as_str().eq_ignore_ascii_case(valid_authority(host)?) {
+                    return Err(ProxyError::BadRequest("host differs from :authority"));
+                }
             }
-            Some(uri)
+            let value =
+                HeaderValue::from_str(uri.as_str()).map_err(|_| ProxyError::BadRequest("malformed authority"))?;
+            (Some(uri.as_str()), Some(value))
         }
-        (Some(uri), _) => Some(uri),
-        (None, Some(host)) => Some(host.clone()),
+        (None, Some(host)) => (Some(valid_authority(host)?), Some(host.clone())),
         (None, None) if req.version() == Version::HTTP_11 || h2 => {
             return Err(ProxyError::BadRequest("no Host header"));
         }
-        (None, None) => None,
+        (None, None) => (None, None),
     };
-    let host = match &authority {
-        Some(a) => Some(host_of(valid_authority(a)?)),
-        None => None,
-    };
-    if req.headers().contains_key(header::TRANSFER_ENCODING) && req.headers().contains_key(header::CONTENT_LENGTH) {
+    let mut te = req.headers().get_all(header::TRANSFER_ENCODING).iter().peekable();
+    if te.peek().is_some() && req.headers().contains_key(header::CONTENT_LENGTH) {
         // RFC 9112 §6.3: the classic smuggling shape; refusing is the safe reading.
         return Err(ProxyError::BadRequest("both Content-Length and Transfer-Encoding"));
     }
-    for te in req.headers().get_all(header::TRANSFER_ENCODING) {
-        let text = te.to_str().map_err(|_| ProxyError::UnsupportedTransferCoding)?;
+    for value in te {
+        let text = value.to_str().map_err(|_| ProxyError::UnsupportedTransferCoding)?;
         if text.split(',').any(|c| !c.trim().eq_ignore_ascii_case("chunked")) {
             return Err(ProxyError::UnsupportedTransferCoding);
         }
@@ -95,7 +109,7 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     let path = normalize(req.uri().path()).map_err(|_| ProxyError::BadRequest("malformed path"))?;
     Ok(Target {
         authority,
-        host,
+        host: text.map(host_of),
         path,
         query: req.uri().query(),
     })
@@ -156,6 +170,28 @@ mod tests {
             err(&req(Version::HTTP_11, "/", &[("host", "a b")])),
             ProxyError::BadRequest("malformed Host")
         );
+        assert_eq!(
+            err(&req(Version::HTTP_2, "https://u@a.test/", &[])),
+            ProxyError::BadRequest("malformed Host")
+        );
+        assert_eq!(
+            err(&req(Version::HTTP_2, "https://a.test/", &[("host", "a b")])),
+            ProxyError::BadRequest("malformed Host")
+        );
+    }
+
+    #[test]
+    fn the_host_is_the_request_s_own_text_unless_it_needs_lower_casing() {
+        let r = req(Version::HTTP_2, "https://a.test:8443/", &[]);
+        let t = inspect(&r).unwrap();
+        assert!(matches!(t.host, Some(Cow::Borrowed("a.test"))), "{t:?}");
+        assert_eq!(t.authority.unwrap(), "a.test:8443");
+        let r = req(Version::HTTP_11, "/", &[("host", "a.test.")]);
+        assert!(matches!(inspect(&r).unwrap().host, Some(Cow::Borrowed("a.test"))));
+        let r = req(Version::HTTP_11, "/", &[("host", "A.Test")]);
+        let t = inspect(&r).unwrap();
+        assert!(matches!(&t.host, Some(Cow::Owned(h)) if h == "a.test"), "{t:?}");
+        assert_eq!(t.authority.unwrap(), "A.Test");
     }
 
     #[test]
