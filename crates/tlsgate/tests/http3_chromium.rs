@@ -140,27 +140,7 @@ fn chromium_forced_onto_quic_loads_a_page_and_large_bodies_over_h3() {
 
     // 5 MB down (many times the stream and connection windows), every byte checked, with the
     // resource's own protocol; then 3 MB up.
-    let down = c.b.eval(
-        "(async () => {
-            const r = await fetch('/bytes?n=5000000', {cache: 'no-store'});
-            const body = new Uint8Array(await r.arrayBuffer());
-            const e = performance.getEntriesByName(r.url).pop();
-            return {status: r.status, length: body.length, all_x: body.every(c => c === 120),
-                    protocol: e ? e.nextHopProtocol : null};
-        })()",
-    );
-    assert_eq!(down["status"], 200, "{down}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(down["length"], 5_000_000, "{down}");
-    assert_eq!(down["all_x"], true, "{down}");
-    assert_eq!(down["protocol"], "h3", "{down}");
-    let up = c.b.eval(
-        "(async () => {
-            const r = await fetch('/upload', {method: 'POST', body: new Uint8Array(3000000).fill(121)});
-            return {status: r.status, text: await r.text()};
-        })()",
-    );
-    assert_eq!(up["status"], 200, "{up}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(up["text"], "received=3000000\n", "{up}");
+    down_and_up(&mut c, &f, 5_000_000, 3_000_000);
 
     // The gateway saw the same: HTTP/3 requests after a QUIC handshake, nothing over TCP.
     assert!(requests(&f, "h3") >= 3.0, "{}", f.gw.metrics());
@@ -171,6 +151,32 @@ fn chromium_forced_onto_quic_loads_a_page_and_large_bodies_over_h3() {
     );
     assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
     assert!(origin.count() >= 3, "{}", origin.count());
+}
+
+/// Downloads `down` bytes with `fetch()` (every byte checked, over `h3` by Chromium's own
+/// account), then uploads `up` bytes that the origin counts.
+fn down_and_up(c: &mut Chromium, f: &common::Fixture, down: usize, up: usize) {
+    let got = c.b.eval(&format!(
+        "(async () => {{
+            const r = await fetch('/bytes?n={down}', {{cache: 'no-store'}});
+            const body = new Uint8Array(await r.arrayBuffer());
+            const e = performance.getEntriesByName(r.url).pop();
+            return {{status: r.status, length: body.length, all_x: body.every(c => c === 120),
+                    protocol: e ? e.nextHopProtocol : null}};
+        }})()"
+    ));
+    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(got["length"], down, "{got}");
+    assert_eq!(got["all_x"], true, "{got}");
+    assert_eq!(got["protocol"], "h3", "{got}");
+    let got = c.b.eval(&format!(
+        "(async () => {{
+            const r = await fetch('/upload', {{method: 'POST', body: new Uint8Array({up}).fill(121)}});
+            return {{status: r.status, text: await r.text()}};
+        }})()"
+    ));
+    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(got["text"], format!("received={up}\n"), "{got}");
 }
 
 /// Loads `path` (a new query each time, 300 ms apart) until Chromium reports `h3`, or `within`
@@ -421,27 +427,7 @@ fn chromium_downloads_and_uploads_whole_over_a_lossy_path() {
     let error = c.navigate(&format!("https://localhost:{port}/page"));
     assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
     assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
-    let down = c.b.eval(
-        "(async () => {
-            const r = await fetch('/bytes?n=2000000', {cache: 'no-store'});
-            const body = new Uint8Array(await r.arrayBuffer());
-            const e = performance.getEntriesByName(r.url).pop();
-            return {status: r.status, length: body.length, all_x: body.every(c => c === 120),
-                    protocol: e ? e.nextHopProtocol : null};
-        })()",
-    );
-    assert_eq!(down["status"], 200, "{down}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(down["length"], 2_000_000, "{down}");
-    assert_eq!(down["all_x"], true, "{down}");
-    assert_eq!(down["protocol"], "h3", "{down}");
-    let up = c.b.eval(
-        "(async () => {
-            const r = await fetch('/upload', {method: 'POST', body: new Uint8Array(1000000).fill(121)});
-            return {status: r.status, text: await r.text()};
-        })()",
-    );
-    assert_eq!(up["status"], 200, "{up}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(up["text"], "received=1000000\n", "{up}");
+    down_and_up(&mut c, &f, 2_000_000, 1_000_000);
     // The path did lose packets, and the gateway's QUIC stack saw and recovered them (counted
     // as the connection ends: Chromium's is closed by dropping the browser).
     let lost = relay.dropped();
