@@ -334,14 +334,18 @@ fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
         .map_err(setting("tls.min_version"))?;
     b.set_max_proto_version(Some(version(tls.max_version)))
         .map_err(setting("tls.max_version"))?;
+    // TLS 1.2 as written (`[a|b]` groups leave the choice inside them to the client) unless the
+    // order is strict; TLS 1.3 always AES-128-GCM first (BoringSSL's own server order lets the
+    // client choose, and OpenSSL-based clients list AES-256-GCM first: a SHA-384 key schedule).
+    // Clients that list ChaCha20 first get it per connection (`chacha20_first_list`).
     if tls.strict_cipher_order {
         b.set_cipher_list(&strict_cipher_list(&tls.ciphers_tls12))
             .map_err(setting("tls.ciphers_tls12"))?;
-        ffi::set_strict_tls13_cipher_order(&mut b).map_err(setting("tls.strict_cipher_order"))?;
     } else {
         b.set_cipher_list(&tls.ciphers_tls12)
             .map_err(setting("tls.ciphers_tls12"))?;
     }
+    ffi::set_strict_tls13_cipher_order(&mut b).map_err(setting("tls.strict_cipher_order"))?;
     if tls.cert_compression {
         crate::cert_compression::install(&mut b).map_err(setting("tls.cert_compression"))?;
     }
@@ -389,6 +393,21 @@ fn strict_cipher_list(list: &str) -> String {
     list.replace(['[', ']'], "").replace('|', ":")
 }
 
+/// The TLS 1.2 list a client that lists ChaCha20-Poly1305 first is served with: `list`'s
+/// ChaCha20 suites, then the others, each in written order, strictly. `None` with
+/// `strict_cipher_order` (ChaCha20 then only for clients that offer nothing else).
+fn chacha20_first_list(tls: &TlsConfig) -> Option<std::ffi::CString> {
+    if tls.strict_cipher_order {
+        return None;
+    }
+    let flat = strict_cipher_list(&tls.ciphers_tls12);
+    let (chacha, rest): (Vec<&str>, Vec<&str>) = flat
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .partition(|s| s.contains("CHACHA20"));
+    std::ffi::CString::new([chacha, rest].concat().join(":")).ok()
+}
+
 /// Server-preference ALPN: the first of ours that the client offers.
 fn select_alpn<'a>(ours: &[Vec<u8>], client: &'a [u8]) -> Option<&'a [u8]> {
     for proto in ours {
@@ -434,6 +453,7 @@ fn front_builder(
     let budget = crate::handshake_budget::HelloCheck::new(tls, ours);
     let (acme_tls, acme_sessions) = (tls.clone(), sessions.clone());
     let ech = sessions.ech.clone();
+    let chacha20_list = chacha20_first_list(tls).map(Arc::new);
     b.set_async_select_certificate_callback(move |hello| {
         ech.observe(hello);
         // Before any work for this hello: over its source's handshake budget, it is refused
@@ -476,6 +496,9 @@ fn front_builder(
             )?;
             Some((ed.clone(), fut))
         });
+        let chacha20 = chacha20_list
+            .clone()
+            .filter(|_| tlsgate_wire::client_hello::prefers_chacha20(hello.ciphers()));
         let ctx = match selector.choose(hello) {
             Some(variant) => Some((
                 variant.ctx.clone(),
@@ -509,6 +532,9 @@ fn front_builder(
                     // context's): ask this site's clients for their certificates.
                     if let Some(policy) = client_auth {
                         policy.apply(hello.ssl_mut());
+                    }
+                    if let Some(list) = chacha20 {
+                        ffi::prefer_chacha20(hello.ssl_mut(), &list).map_err(|_| AsyncSelectCertError)?;
                     }
                     handshake_info::record_certificate(hello.ssl_mut(), key_type);
                     if refuse_early_data {

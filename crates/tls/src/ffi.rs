@@ -217,6 +217,31 @@ pub fn set_strict_tls13_cipher_order(builder: &mut SslContextBuilder) -> Result<
     }
 }
 
+/// Serves ChaCha20-Poly1305 first on one connection (a client that lists it first:
+/// `tlsgate_wire::client_hello::prefers_chacha20`), ahead of the context's AES-first order:
+/// TLS 1.3 ChaCha20, AES-128-GCM, AES-256-GCM; TLS 1.2 `tls12`, a strict list with the ChaCha20
+/// suites first (built once per configuration). Called from certificate selection, before
+/// BoringSSL chooses the suite.
+pub fn prefer_chacha20(ssl: &mut SslRef, tls12: &std::ffi::CStr) -> Result<(), boring::error::ErrorStack> {
+    const ORDER: [u16; 3] = [
+        boring_sys::SSL_CIPHER_CHACHA20_POLY1305_SHA256 as u16,
+        boring_sys::SSL_CIPHER_AES_128_GCM_SHA256 as u16,
+        boring_sys::SSL_CIPHER_AES_256_GCM_SHA384 as u16,
+    ];
+    // SAFETY: `ssl.as_ptr()` is a valid SSL that `ssl` borrows mutably for the call; `ORDER` is a
+    // readable array of the length passed (copied by BoringSSL) and a null `flags` means no
+    // equal-preference groups; `tls12` is a NUL-terminated string BoringSSL only reads.
+    let ok = unsafe {
+        boring_sys::SSL_set1_tls13_ciphers(ssl.as_ptr(), ORDER.as_ptr(), std::ptr::null(), ORDER.len()) == 1
+            && boring_sys::SSL_set_strict_cipher_list(ssl.as_ptr(), tls12.as_ptr()) == 1
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(boring::error::ErrorStack::get())
+    }
+}
+
 /// Offers a saved session on a client connection (resumption by session ID, ticket or TLS 1.3 PSK).
 ///
 /// The session must come from a context built like `ssl`'s (tlsgate's clients and servers only

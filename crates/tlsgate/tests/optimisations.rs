@@ -228,16 +228,21 @@ const CHACHA_FIRST_13: &str = "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA2
 const CHACHA_FIRST_12: &str = "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256";
 
 #[test]
-fn a_client_preferring_chacha20_gets_it_unless_the_order_is_strict() {
+fn a_client_preferring_chacha20_gets_it_unless_the_order_is_strict_and_everyone_else_aes_128_gcm() {
     require("openssl");
     let f = common::start("", "");
     let tls13 = f.s_client(&["-tls1_3", "-ciphersuites", CHACHA_FIRST_13], "");
     assert_eq!(cipher(&tls13), "TLS_CHACHA20_POLY1305_SHA256", "{}", tls13.all());
     let tls12 = f.s_client(&["-tls1_2", "-cipher", CHACHA_FIRST_12], "");
     assert_eq!(cipher(&tls12), "ECDHE-ECDSA-CHACHA20-POLY1305", "{}", tls12.all());
-    // A client preferring AES-GCM gets AES-GCM.
+    // OpenSSL's own order (AES-256-GCM, ChaCha20, AES-128-GCM): AES-128-GCM, the cheaper key
+    // schedule, over either version; AES-256-GCM still for a client that offers nothing else.
     let aes = f.s_client(&["-tls1_2"], "");
-    assert!(cipher(&aes).contains("GCM"), "{}", aes.all());
+    assert_eq!(cipher(&aes), "ECDHE-ECDSA-AES128-GCM-SHA256", "{}", aes.all());
+    let aes = f.s_client(&["-tls1_3"], "");
+    assert_eq!(cipher(&aes), "TLS_AES_128_GCM_SHA256", "{}", aes.all());
+    let only = f.s_client(&["-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384"], "");
+    assert_eq!(cipher(&only), "TLS_AES_256_GCM_SHA384", "{}", only.all());
     drop(f);
 
     let f = common::start("[tls]\nstrict_cipher_order = true\n", "");

@@ -64,6 +64,31 @@ pub fn first_psk_identity(ext: &[u8]) -> Option<&[u8]> {
     list.get(2..2 + id_len)
 }
 
+/// The AEAD suites tlsgate offers (TLS 1.3, then TLS 1.2 ECDHE), each with whether it is
+/// ChaCha20-Poly1305.
+const AEAD_SUITES: [(u16, bool); 9] = [
+    (0x1301, false), // TLS_AES_128_GCM_SHA256
+    (0x1302, false), // TLS_AES_256_GCM_SHA384
+    (0x1303, true),  // TLS_CHACHA20_POLY1305_SHA256
+    (0xC02B, false), // ECDHE-ECDSA-AES128-GCM-SHA256
+    (0xC02C, false), // ECDHE-ECDSA-AES256-GCM-SHA384
+    (0xCCA9, true),  // ECDHE-ECDSA-CHACHA20-POLY1305
+    (0xC02F, false), // ECDHE-RSA-AES128-GCM-SHA256
+    (0xC030, false), // ECDHE-RSA-AES256-GCM-SHA384
+    (0xCCA8, true),  // ECDHE-RSA-CHACHA20-POLY1305
+];
+
+/// Whether the first AEAD suite the client lists (raw cipher_suites body; GREASE and suites
+/// tlsgate does not offer skipped) is ChaCha20-Poly1305: the mark of a client without AES
+/// instructions (phones), which is then served ChaCha20. Everyone else gets AES-128-GCM, even a
+/// client listing AES-256-GCM first (OpenSSL's default order): the same AEAD family, a cheaper
+/// key schedule (SHA-256 rather than SHA-384) and fewer AES rounds.
+pub fn prefers_chacha20(ciphers: &[u8]) -> bool {
+    be_u16s(ciphers)
+        .find_map(|s| AEAD_SUITES.iter().find(|(id, _)| *id == s).map(|(_, chacha)| *chacha))
+        .unwrap_or(false)
+}
+
 /// The facts certificate selection needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientCapabilities {
@@ -119,6 +144,23 @@ mod tests {
             "identity longer than list"
         );
         assert_eq!(first_psk_identity(&[]), None);
+    }
+
+    #[test]
+    fn chacha20_is_preferred_only_when_it_is_the_first_aead_listed() {
+        let list = |ids: &[u16]| ids.iter().flat_map(|i| i.to_be_bytes()).collect::<Vec<u8>>();
+        // A phone without AES instructions (GREASE first, as Chrome sends it).
+        assert!(prefers_chacha20(&list(&[0x0A0A, 0x1303, 0x1301, 0xCCA9, 0xC02B])));
+        assert!(prefers_chacha20(&list(&[0xCCA8, 0xC02F])), "TLS 1.2 only");
+        // OpenSSL's default order: AES-256-GCM, ChaCha20, AES-128-GCM.
+        assert!(!prefers_chacha20(&list(&[
+            0x1302, 0x1303, 0x1301, 0xC02C, 0xCCA9, 0xC02B
+        ])));
+        assert!(!prefers_chacha20(&list(&[0x1301, 0x1303])), "a browser with AES-NI");
+        // Suites tlsgate does not offer do not count: the first AEAD one decides.
+        assert!(prefers_chacha20(&list(&[0xC009, 0x009C, 0xCCA9, 0xC02B])));
+        assert!(!prefers_chacha20(&[]));
+        assert!(!prefers_chacha20(&[0x13]), "odd length: no suite");
     }
 
     #[test]

@@ -70,12 +70,12 @@ impl Default for TlsConfig {
     }
 }
 
-/// Forward-secret AEAD suites only. Each key type's suites form one equal-preference group, so
-/// the client's own order decides inside it: clients that list ChaCha20 first (phones without AES
-/// instructions) get it, everyone else gets AES-GCM.
-pub const DEFAULT_TLS12_CIPHERS: &str =
-    "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-AES256-GCM-SHA384|ECDHE-ECDSA-CHACHA20-POLY1305]:\
-[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-AES256-GCM-SHA384|ECDHE-RSA-CHACHA20-POLY1305]";
+/// Forward-secret AEAD suites only, AES-128-GCM first for each key type: a client listing
+/// AES-256-GCM first (OpenSSL's default) still gets AES-128-GCM, whose SHA-256 key schedule is
+/// cheaper. Clients that list ChaCha20 first (phones without AES instructions) get it per
+/// connection, unless `strict_cipher_order` (tlsgate-tls `context::chacha20_first_list`).
+pub const DEFAULT_TLS12_CIPHERS: &str = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:\
+ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305";
 
 /// A TLS protocol version.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
