@@ -8,7 +8,7 @@
 //! by the next operation.
 
 use crate::backend::{Backend, StoreError, StoreFailure};
-use async_memcached::{AsciiProtocol, Client};
+use async_memcached::{AsciiProtocol, Client, MetaProtocol};
 use futures_util::future::BoxFuture;
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
@@ -172,6 +172,20 @@ fn operation_failure(e: &async_memcached::Error) -> StoreFailure {
     }
 }
 
+/// Adds `by` to the counter `key`, creating it at `by` with `ttl` when missing; its new value.
+async fn add_to_counter(c: &mut Client, key: &str, by: u64, ttl: Duration) -> Result<u64, async_memcached::Error> {
+    let (vivify, initial) = (format!("N{}", ttl_secs(ttl)), format!("J{by}"));
+    let answer = c
+        .meta_increment(key, false, None, Some(by), Some(&[&vivify, &initial, "v"]))
+        .await?;
+    answer
+        .and_then(|v| v.data)
+        .and_then(|d| std::str::from_utf8(&d).ok()?.trim().parse().ok())
+        .ok_or(async_memcached::Error::Protocol(async_memcached::Status::Error(
+            async_memcached::ErrorKind::Protocol(Some("ma answered without a number".into())),
+        )))
+}
+
 fn ttl_secs(ttl: Duration) -> i64 {
     ttl.as_secs().clamp(1, MAX_RELATIVE_TTL) as i64
 }
@@ -217,29 +231,40 @@ impl Backend for MemcachedStore {
     }
 
     fn incr_many(&self, items: Vec<(String, u64, Duration)>) -> BoxFuture<'static, Result<Vec<u64>, StoreError>> {
-        // Per counter: `add` it at 0 with its TTL (refused when it exists), then `incr`; the
-        // text protocol has no pipelining here, so a batch is one exchange per counter.
-        let ops: Vec<_> = items
+        // One meta arithmetic command per counter (memcached 1.6+): `ma <key> N<ttl> J<by>
+        // D<by> v` creates a missing counter at `by` with its TTL, or adds `by` to it, and
+        // answers the new value — under the item's lock, so concurrent writers from other nodes
+        // never lose an increment. One exchange per counter (the text protocol's `add` + `incr`
+        // took two), each server's counters on one connection and the servers at once.
+        let count = items.len();
+        let mut by_server: Vec<Vec<(usize, String, u64, Duration)>> = vec![Vec::new(); self.inner.servers.len()];
+        for (i, (key, by, ttl)) in items.into_iter().enumerate() {
+            by_server[self.server_for(&key)].push((i, key, by, ttl));
+        }
+        let batches: Vec<_> = by_server
             .into_iter()
-            .map(|(key, by, ttl)| {
-                let server = self.server_for(&key);
+            .enumerate()
+            .filter(|(_, batch)| !batch.is_empty())
+            .map(|(server, batch)| {
                 self.with_conn(server, move |c| {
                     Box::pin(async move {
-                        match c.add(&key, b"0".as_slice(), Some(ttl_secs(ttl)), None).await {
-                            Ok(()) | Err(async_memcached::Error::Protocol(async_memcached::Status::NotStored)) => {}
-                            Err(e) => return Err(e),
+                        let mut out = Vec::with_capacity(batch.len());
+                        for (i, key, by, ttl) in batch {
+                            out.push((i, add_to_counter(c, &key, by, ttl).await?));
                         }
-                        c.increment(&key, by).await
+                        Ok(out)
                     })
                 })
             })
             .collect();
         Box::pin(async move {
-            let mut out = Vec::with_capacity(ops.len());
-            for op in ops {
-                out.push(op.await?);
+            let mut totals = vec![0; count];
+            for batch in futures_util::future::join_all(batches).await {
+                for (i, total) in batch? {
+                    totals[i] = total;
+                }
             }
-            Ok(out)
+            Ok(totals)
         })
     }
 

@@ -1,6 +1,6 @@
 //! The rate limits' shared counters on the `[cluster]` store (Redis or Memcached, through the
 //! session store's own connections): each reconciliation's operations become `INCRBY` +
-//! `PEXPIRE` per window counter (Redis, pipelined) or `add` + `incr` (Memcached), under
+//! `PEXPIRE` per window counter (Redis, pipelined) or one `ma` (Memcached's meta arithmetic), under
 //! `{key_prefix}rl:{limit}:{key hash}:{window}`, and one more on the reconciliation's writer
 //! count `…:{window}:t{tick}` (1 added by each node's write, 0 by its re-read). Keys are hashed under a key derived from the
 //! cluster secret, so every node names a client's counter alike and no client can pick another's.
