@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Compares tlsgate with nginx and HAProxy, one core each, with `tlsgate bench` as the load on
-# another core: full and resumed handshakes, keep-alive requests and one request per connection
-# (the seed 002 table), server CPU seconds from /proc, rate per server CPU-second, ratio to nginx,
+# Compares tlsgate with nginx and HAProxy, one core each, load on another core: full and resumed
+# handshakes, keep-alive requests and one request per connection (the seed 002 table), server
+# CPU seconds from /proc, rate per server CPU-second, ratio to nginx and to the best peer,
 # tlsgate's /metrics checked against each scenario, and memory per idle TLS connection.
 #
-#   scripts/peer-compare.sh                 # ~6 minutes with the defaults
+# Two loads, each in its own table (issue 18): clients tlsgate did not write — the figures of
+# record — and `tlsgate bench` beside them:
+#   independent  Go's crypto/tls (scripts/peer/tlsload: full handshakes; the chain is not
+#                verified, the CertificateVerify is), OpenSSL 3's libssl (scripts/peer/sslload.c:
+#                resumption by TLS 1.2 session ID, TLS 1.2 ticket and TLS 1.3 ticket, `GET /` on
+#                each connection, the newest session offered), wrk (keep-alive), and the fixed
+#                ClientHello of scripts/handshake-flood: the server's first flight only (no
+#                cryptography on the client), and with -finish the handshake completed and one
+#                `GET /` on it (one X25519 and no signature check on the client) — clients cheap
+#                enough that one client core keeps a server core busy, for the cells that
+#                measure a server against the crypto ceiling of a full handshake (`sign_speed`
+#                run on the server's core in each round)
+#   bench        `tlsgate bench -t 1 -c CONNS` (handshake-only for the handshake cells)
+# The "busy" column is the server's CPU ÷ the run's wall time: below ~0.9 the client, not the
+# server, set the pace, and per CPU-second a server then also pays for waking up more often.
+#
+#   scripts/peer-compare.sh                 # ~12 minutes with the defaults
 #   DURATION=10 ROUNDS=5 HOLD_CONNS=5000 scripts/peer-compare.sh
+#   LOADS=independent SCENARIOS="full13 flight13 sid12 tkt12 tkt13" HOLD_CONNS=0 scripts/peer-compare.sh
 #
 # Environment:
-#   DURATION     seconds per cell (3)            CONNS       bench connections (10)
+#   DURATION     seconds per cell (3)            CONNS       client connections/loops (10)
 #   ROUNDS       interleaved repetitions (3); the tables show medians
-#   HOLD_CONNS   idle connections held (2000)    HOLD_SECS   how long they are held (6)
+#   LOADS        "independent bench" (both; either alone)
+#   HOLD_CONNS   idle connections held (2000; 0: no memory test)   HOLD_SECS  how long (6)
 #   SERVERS      "tlsgate nginx haproxy"         SCENARIOS   space-separated ids (all; see below)
-#   SERVER_CPU   core for the server (0)         LOAD_CPU    core for the bench (1)
+#   SERVER_CPU   core for the server (0)         LOAD_CPU    core for the load (1)
 #   WORK         working directory (a new /tmp/tlsgate-peer.*; kept: configs, logs, JSON)
 #   BUILD=1      rebuild tlsgate even if target/release/tlsgate exists
 #   GATEWAY_BIN  the tlsgate binary to measure as a server (default: the one built here; the
-#                load is always this tree's `tlsgate bench`): compares two builds, e.g. before
-#                and after a refactor, each against the same nginx
+#                bench load is always this tree's `tlsgate bench`): compares two builds, e.g.
+#                before and after a refactor, each against the same nginx
 # Output: Markdown tables on stdout, progress on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +44,7 @@ ROOT=$PWD
 DURATION=${DURATION:-3}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-10}
+LOADS=${LOADS:-"independent bench"}
 HOLD_CONNS=${HOLD_CONNS:-2000}
 HOLD_SECS=${HOLD_SECS:-6}
 SERVERS=${SERVERS:-"tlsgate nginx haproxy"}
@@ -38,18 +57,31 @@ BENCH_NAME=peer-compare
 # shellcheck source=scripts/lib/bench.sh
 source scripts/lib/bench.sh
 
-# id | label | bench arguments | counted unit (h: handshakes, r: requests) | expected resumption
+# id | label | bench arguments (-: none) | counted unit (h: handshakes, r: requests) | expected
+# resumption | independent client (go:ARGS tlsload, ssl:ARGS sslload, wrk, flood; -: none)
 ALL_SCENARIOS=(
-  "full13|Full handshake, TLS 1.3|--handshake-only --no-ticket --no-session-id --tls 1.3|h|full"
-  "full12|Full handshake, TLS 1.2|--handshake-only --no-ticket --no-session-id --tls 1.2|h|full"
-  "sid12|Resumed TLS 1.2, session ID|--handshake-only --no-ticket --tls 1.2|h|resumed"
-  "tkt12|Resumed TLS 1.2, ticket|--handshake-only --no-session-id --tls 1.2|h|resumed"
-  "tkt13|Resumed TLS 1.3, ticket (PSK-DHE)|--handshake-only --tls 1.3|h|resumed"
-  "ka|Keep-alive, resumption on|--tls 1.3|r|any"
-  "ka_off|Keep-alive, resumption off|--tls 1.3 --no-session-id --no-ticket|r|any"
-  "close|New connection per request, resumption on|--tls 1.3 --new-conn|r|resumed"
-  "close_off|New connection per request, resumption off|--tls 1.3 --new-conn --no-session-id --no-ticket|r|full"
+  "full13|Full handshake, TLS 1.3|--handshake-only --no-ticket --no-session-id --tls 1.3|h|full|go:-tls 1.3"
+  "full12|Full handshake, TLS 1.2|--handshake-only --no-ticket --no-session-id --tls 1.2|h|full|go:-tls 1.2"
+  "flight13|Server's first flight, TLS 1.3 (full handshake up to the signed flight)|-|h|none|flood"
+  "fullsat13|Full handshake + GET per connection, TLS 1.3, saturating client|-|r|full|flood:-finish"
+  "sid12|Resumed TLS 1.2, session ID|--handshake-only --no-ticket --tls 1.2|h|resumed|ssl:-v 1.2 -r id -q"
+  "tkt12|Resumed TLS 1.2, ticket|--handshake-only --no-session-id --tls 1.2|h|resumed|ssl:-v 1.2 -r ticket -q"
+  "tkt13|Resumed TLS 1.3, ticket (PSK-DHE)|--handshake-only --tls 1.3|h|resumed|ssl:-v 1.3 -r ticket -q"
+  "ka|Keep-alive, resumption on|--tls 1.3|r|any|wrk"
+  "ka_off|Keep-alive, resumption off|--tls 1.3 --no-session-id --no-ticket|r|any|-"
+  "close|New connection per request, resumption on|--tls 1.3 --new-conn|r|resumed|-"
+  "close_off|New connection per request, resumption off|--tls 1.3 --new-conn --no-session-id --no-ticket|r|full|go:-tls 1.3 -request"
 )
+# What each independent client is, for the tables.
+client_name() {
+  case $1 in
+    go:*) echo "Go crypto/tls (tlsload)" ;;
+    ssl:*) echo "OpenSSL libssl (sslload), GET / per connection" ;;
+    wrk) echo "wrk" ;;
+    flood) echo "fixed ClientHello (handshake-flood)" ;;
+    flood:*) echo "fixed ClientHello, handshake completed (handshake-flood -finish)" ;;
+  esac
+}
 SCENARIOS=${SCENARIOS:-all}
 
 # REPORT_ONLY=1 WORK=DIR: print the tables of an earlier run again (no measurements).
@@ -66,7 +98,25 @@ render() { # template out server
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
 # ---- prerequisites --------------------------------------------------------------------------
 bench_install_missing nginx:nginx-light haproxy:haproxy jq:jq openssl:openssl curl:curl taskset:util-linux
-PATH=$PATH:/usr/sbin:/sbin
+PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
+if [[ " $LOADS " == *" independent "* ]]; then
+  bench_install_missing wrk:wrk cc:gcc
+  if [ ! -e /usr/include/openssl/ssl.h ]; then
+    # shellcheck source=scripts/deps.sh
+    source scripts/deps.sh
+    tlsgate_install_packages libssl-dev
+  fi
+  command -v go >/dev/null || {
+    log "go is needed to build the independent clients (https://go.dev/dl/)"
+    exit 1
+  }
+  log "building the independent clients"
+  (cd scripts/peer/tlsload && GOFLAGS=-mod=mod go build -o "$WORK/tlsload" .) >&2
+  (cd scripts/handshake-flood && GOFLAGS=-mod=mod go build -o "$WORK/flood" .) >&2
+  cc -O2 -Wall -o "$WORK/sslload" scripts/peer/sslload.c -lssl -lcrypto -lpthread >&2
+  cargo build --release -p tlsgate-tls --example sign_speed >&2
+  cp target/release/examples/sign_speed "$WORK/sign_speed"
+fi
 # The load is always this tree's `tlsgate bench`: it is needed even with GATEWAY_BIN.
 GATEWAY_BIN="" bench_build_tlsgate "$BIN"
 # Private copies, so a rebuild during the run cannot swap the binaries under the measurements.
@@ -122,10 +172,61 @@ bench() { # url json extra-args...
 
 RESULTS=$WORK/results.jsonl
 MEMORY=$WORK/memory.tsv
+CEILING=$WORK/ceiling.jsonl
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
   : >"$RESULTS"
   : >"$MEMORY"
+  : >"$CEILING"
 fi
+
+# The crypto ceiling of a full TLS 1.3 handshake (one ECDSA P-256 signature + one X25519 key
+# generation and derivation per core-second, BoringSSL) on the server's core, once per round.
+ceiling_probe() { # round
+  ! grep -q "\"round\":$1," "$CEILING" 2>/dev/null || return 0
+  local n
+  n=$(SIGN_SPEED_SECS=1 taskset -c "$SERVER_CPU" "$WORK/sign_speed" |
+    awk '/^Crypto ceiling/ { for (i = 1; i <= NF; i++) if ($i == "handshakes/s") print $(i - 1) }')
+  log "round $1: crypto ceiling ${n:-?} full handshakes per core-second"
+  [ -z "$n" ] || jq -cn --argjson r "$1" --argjson n "$n" '{round: $r, ceiling: $n}' >>"$CEILING"
+}
+
+# Runs the independent client SPEC against PORT for DURATION; writes JSON with handshakes,
+# resumed, requests and errors to OUT (raw output in OUT.txt).
+independent() { # spec port out
+  local spec=$1 port=$2 out=$3 args
+  args=${spec#*:}
+  case $spec in
+    go:*)
+      # shellcheck disable=SC2086
+      GOMAXPROCS=1 taskset -c "$LOAD_CPU" "$WORK/tlsload" -target "127.0.0.1:$port" -c "$CONNS" \
+        -d "${DURATION}s" $args >"$out" 2>"$out.txt" || true
+      ;;
+    ssl:*)
+      # shellcheck disable=SC2086
+      taskset -c "$LOAD_CPU" "$WORK/sslload" -t "127.0.0.1:$port" -c "$CONNS" -d "$DURATION" $args \
+        >"$out" 2>"$out.txt" || true
+      ;;
+    wrk)
+      taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" "https://127.0.0.1:$port/" >"$out.txt" 2>&1 || true
+      awk '
+        / requests in / { n = $1 }
+        /Socket errors:/ { gsub(",", ""); e += $4 + $6 + $8 + $10 }
+        /Non-2xx/ { e += $NF }
+        END { if (n != "") printf "{\"handshakes\":0,\"resumed\":0,\"requests\":%d,\"errors\":%d}\n", n, e }
+      ' "$out.txt" >"$out"
+      ;;
+    flood | flood:*)
+      [ "$spec" != flood ] || args=""
+      # shellcheck disable=SC2086
+      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources 127.0.0.1 -conns "$CONNS" \
+        -duration "${DURATION}s" $args >"$out.txt" 2>&1 || true
+      # With -finish each "done" is a completed handshake and a 200.
+      jq -c --argjson req "$([ "$spec" = flood ] && echo 0 || echo 1)" \
+        '{handshakes: .done, resumed: 0, requests: (.done * $req), errors: (.refused + .other)}' \
+        "$out.txt" >"$out" 2>/dev/null || true
+      ;;
+  esac
+}
 
 memory_test() { # server
   local s=$1 url pid before held per n
@@ -156,37 +257,64 @@ memory_test() { # server
   printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$n" "$before" "$held" "$per" >>"$MEMORY"
 }
 
-run_cell() { # round server scenario-line
-  local round=$1 s=$2 line=$3 id label args unit expect
-  IFS='|' read -r id label args unit expect <<<"$line"
-  local url pid json txt
-  url="https://127.0.0.1:$(port_of "$s")/"
+run_cell() { # round server scenario-line: each load of LOADS in turn
+  local load
+  for load in $LOADS; do run_one "$@" "$load"; done
+}
+
+run_one() { # round server scenario-line load
+  local round=$1 s=$2 line=$3 load=$4 id label args unit expect spec
+  IFS='|' read -r id label args unit expect spec <<<"$line"
+  local url port pid json txt
+  if [ "$load" = bench ]; then [ "$args" != - ] || return 0; else [ "$spec" != - ] || return 0; fi
+  port=$(port_of "$s")
+  url="https://127.0.0.1:$port/"
   pid=${PIDS[$s]}
-  json=$WORK/$s-$id-$round.json
-  txt=$WORK/$s-$id-$round.txt
-  local m0="" m1="" c0 c1
+  json=$WORK/$s-$id-$load-$round.json
+  txt=$WORK/$s-$id-$load-$round.txt
+  case $id in full13 | flight13 | fullsat13) [ "$load" = bench ] || ceiling_probe "$round" ;; esac
+  local m0="" m1="" c0 c1 t0 t1
   [ "$s" = tlsgate ] && m0=$(tlsgate_counts)
   c0=$(cpu_ticks "$pid")
-  # shellcheck disable=SC2086
-  bench "$url" "$json" -d "$DURATION" -c "$CONNS" -t 1 $args >"$txt" 2>&1 || true
+  t0=$(date +%s.%N)
+  if [ "$load" = bench ]; then
+    # shellcheck disable=SC2086
+    bench "$url" "$json" -d "$DURATION" -c "$CONNS" -t 1 $args >"$txt" 2>&1 || true
+  else
+    independent "$spec" "$port" "$json"
+  fi
   c1=$(cpu_ticks "$pid")
+  t1=$(date +%s.%N)
   if [ ! -s "$json" ]; then
-    log "$s $id: bench produced no summary:"
-    cat "$txt" >&2
-    jq -cn --arg id "$id" --arg s "$s" --argjson r "$round" \
-      '{id: $id, server: $s, round: $r, count: 0, rate: 0, cpu: 0, per: 0, resumed: 0, errors: -1, neg: "-", check: "no result"}' >>"$RESULTS"
+    log "$s $id ($load): the client produced no summary:"
+    cat "$txt" "$json.txt" 2>/dev/null | tail -n 20 >&2
+    jq -cn --arg id "$id" --arg s "$s" --arg load "$load" --argjson r "$round" \
+      '{id: $id, server: $s, load: $load, round: $r, count: 0, rate: 0, cpu: 0, busy: 0, per: 0, resumed: 0, errors: -1, neg: "-", check: "no result"}' >>"$RESULTS"
     return
   fi
-  local count rate full resumed errors frac cpu per check neg
-  if [ "$unit" = h ]; then
-    count=$(jq .handshakes "$json") rate=$(jq .handshakes_per_s "$json")
+  local count rate full resumed errors frac cpu per check neg wall busy
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+  if [ "$load" = bench ]; then
+    if [ "$unit" = h ]; then
+      count=$(jq .handshakes "$json") rate=$(jq .handshakes_per_s "$json")
+    else
+      count=$(jq .requests "$json") rate=$(jq .requests_per_s "$json")
+    fi
+    full=$(jq .full "$json") resumed=$(jq .resumed "$json") errors=$(jq .errors_total "$json")
+    frac=$(jq .resumed_fraction "$json")
+    neg=$(jq -r '.negotiated | to_entries | max_by(.value) | .key // "-"' "$json" 2>/dev/null | awk '{print $1, $3}')
   else
-    count=$(jq .requests "$json") rate=$(jq .requests_per_s "$json")
+    local hs rq
+    hs=$(jq .handshakes "$json") rq=$(jq .requests "$json") resumed=$(jq .resumed "$json")
+    errors=$(jq .errors "$json")
+    full=$((hs - resumed))
+    if [ "$unit" = h ]; then count=$hs; else count=$rq; fi
+    rate=$(awk -v n="$count" -v d="$DURATION" 'BEGIN { printf "%.1f", n / d }')
+    frac=$(awk -v r="$resumed" -v h="$hs" 'BEGIN { printf "%.4f", (h > 0 ? r / h : 0) }')
+    neg=$(client_name "$spec")
   fi
-  full=$(jq .full "$json") resumed=$(jq .resumed "$json") errors=$(jq .errors_total "$json")
-  frac=$(jq .resumed_fraction "$json")
-  neg=$(jq -r '.negotiated | to_entries | max_by(.value) | .key // "-"' "$json" 2>/dev/null | awk '{print $1, $3}')
   cpu=$(awk -v a="$c0" -v b="$c1" -v t="$TCK" 'BEGIN { printf "%.2f", (b - a) / t }')
+  busy=$(awk -v c="$cpu" -v w="$wall" 'BEGIN { printf "%.2f", (w > 0 ? c / w : 0) }')
   per=$(awk -v n="$count" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", n / c; else print 0 }')
   # The scenario's own expectation, from what the client's TLS stack reported.
   check=ok
@@ -194,7 +322,11 @@ run_cell() { # round server scenario-line
     full) [ "$resumed" = 0 ] || check="expected no resumption, got $resumed" ;;
     resumed) awk -v f="$frac" 'BEGIN { exit !(f >= 0.9) }' || check="expected resumption, got $frac" ;;
   esac
-  if [ "$s" = tlsgate ]; then
+  if [ "$load" != bench ] && [ "$check" = ok ] && [ "$errors" != 0 ]; then
+    # A flood reset costs nothing to count, but a refused or failed handshake is not a result.
+    check="$errors errors"
+  fi
+  if [ "$s" = tlsgate ] && [ "$expect" != none ] && { [ "$load" = bench ] || [ "$spec" != wrk ]; }; then
     # tlsgate's own counters must agree with what the client saw.
     sleep 0.3
     m1=$(tlsgate_counts)
@@ -203,21 +335,21 @@ run_cell() { # round server scenario-line
     read -r f1 r1 _ <<<"$m1"
     sf=$((f1 - f0)) sr=$((r1 - r0))
     if [ "$sf" != "$full" ] || [ "$sr" != "$resumed" ]; then
-      check="/metrics MISMATCH: server full $sf resumed $sr, bench full $full resumed $resumed"
+      check="/metrics MISMATCH: server full $sf resumed $sr, client full $full resumed $resumed"
     elif [ "$check" = ok ]; then
       check="ok: /metrics full $sf, resumed $sr"
     fi
   fi
-  log "round $round, $s $id: $(printf %.0f "$rate")/s, server CPU ${cpu}s, $per per CPU-s, resumed $frac, errors $errors, $neg ($check)"
-  jq -cn --arg id "$id" --arg s "$s" --argjson r "$round" --argjson count "$count" --argjson rate "$rate" \
-    --argjson cpu "$cpu" --argjson per "$per" --argjson resumed "$frac" --argjson errors "$errors" \
-    --arg neg "$neg" --arg check "$check" \
-    '{id: $id, server: $s, round: $r, count: $count, rate: $rate, cpu: $cpu, per: $per, resumed: $resumed, errors: $errors, neg: $neg, check: $check}' \
+  log "round $round, $s $id ($load): $(printf %.0f "$rate")/s, server CPU ${cpu}s (busy $busy), $per per CPU-s, resumed $frac, errors $errors ($check)"
+  jq -cn --arg id "$id" --arg s "$s" --arg load "$load" --argjson r "$round" --argjson count "$count" \
+    --argjson rate "$rate" --argjson cpu "$cpu" --argjson busy "$busy" --argjson per "$per" \
+    --argjson resumed "$frac" --argjson errors "$errors" --arg neg "$neg" --arg check "$check" \
+    '{id: $id, server: $s, load: $load, round: $r, count: $count, rate: $rate, cpu: $cpu, busy: $busy, per: $per, resumed: $resumed, errors: $errors, neg: $neg, check: $check}' \
     >>"$RESULTS"
 }
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
-  bench_save_params DURATION ROUNDS CONNS HOLD_CONNS HOLD_SECS SERVERS SCENARIOS SERVER_CPU LOAD_CPU
+  bench_save_params DURATION ROUNDS CONNS LOADS HOLD_CONNS HOLD_SECS SERVERS SCENARIOS SERVER_CPU LOAD_CPU
 fi
 
 bench_select ALL_SCENARIOS "$SCENARIOS"
@@ -229,7 +361,7 @@ log "work directory $WORK; servers on CPU $SERVER_CPU, bench on CPU $LOAD_CPU; $
 for s in "${servers[@]}"; do
   log "starting $s"
   start_server "$s"
-  memory_test "$s"
+  [ "$HOLD_CONNS" = 0 ] || memory_test "$s"
 done
 # Rounds interleave the servers, so a burst of outside load hits one round, not one server.
 bench_rounds "$ROUNDS" run_cell
@@ -237,31 +369,42 @@ stop_servers
 fi
 
 # ---- tables ---------------------------------------------------------------------------------
-echo
-echo "### Throughput per server CPU-second"
-echo
-echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); \`tlsgate bench -t 1 -c $CONNS -d $DURATION --groups X25519:P-256 --sni localhost\` pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds)."
-echo
-bench_table_head l:scenario l:server "r:rate /s" "r:server CPU s" "r:per server CPU-s" r:min–max "r:vs nginx" \
-  r:resumed r:errors l:negotiated l:check
-for line in "${selected[@]}"; do
-  IFS='|' read -r id label _ _ _ <<<"$line"
-  jq -rs --arg id "$id" --arg title "$label" "$BENCH_JQ_MEDIAN"'
-    def order: {"tlsgate": 0, "nginx": 1, "haproxy": 2}[.] // 3;
-    [ .[] | select(.id == $id) ] | group_by(.server) | sort_by(.[0].server | order) | map({
-      server: .[0].server,
-      rate: (map(.rate) | median), cpu: (map(.cpu) | median), per: (map(.per) | median),
-      lo: (map(.per) | min), hi: (map(.per) | max), resumed: (map(.resumed) | median),
-      errors: (map(.errors) | add), neg: .[0].neg,
-      check: (map(.check) | if all(startswith("ok")) then
-                (if .[0] | startswith("ok:") then "ok in \(length)/\(length) rounds (\(.[0] | ltrimstr("ok: ")), …)" else "ok" end)
-              else (map(select(startswith("ok") | not)) | .[0]) end)
-    }) as $rows
-    | ($rows | map(select(.server == "nginx")) | .[0].per // 0) as $base
-    | $rows[]
-    | "| \($title) | \(.server) | \(.rate | round) | \(.cpu * 100 | round / 100) | \(.per | round) | \(.lo | round)–\(.hi | round) | \(if $base > 0 then "\(.per / $base * 100 | round / 100)×" else "—" end) | \(.resumed * 1000 | round / 10)% | \(.errors) | \(.neg) | \(.check) |"
-  ' "$RESULTS"
+ceiling_median=$(jq -s 'map(.ceiling) | sort | if length == 0 then 0 else .[(length - 1) / 2 | floor] end' "$CEILING" 2>/dev/null || echo 0)
+for load in $LOADS; do
+  echo
+  if [ "$load" = bench ]; then
+    echo "### Throughput per server CPU-second: \`tlsgate bench\`"
+    echo
+    echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); \`tlsgate bench -t 1 -c $CONNS -d $DURATION --groups X25519:P-256 --sni localhost\` pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds; busy: server CPU ÷ wall time)."
+  else
+    echo "### Throughput per server CPU-second: independent clients (figures of record)"
+    echo
+    echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); the client named in the last column pinned to CPU $LOAD_CPU, $CONNS connections or loops, ${DURATION} s; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds; busy: server CPU ÷ wall time). Crypto ceiling of a full TLS 1.3 handshake on CPU $SERVER_CPU (\`sign_speed\`, median of the rounds): $ceiling_median per core-second."
+  fi
+  echo
+  bench_table_head l:scenario l:server "r:rate /s" r:busy "r:per server CPU-s" r:min–max "r:vs nginx" \
+    "r:vs best peer" "r:of crypto ceiling" r:resumed r:errors l:client/negotiated l:check
+  for line in "${selected[@]}"; do
+    IFS='|' read -r id label _ _ _ _ <<<"$line"
+    jq -rs --arg id "$id" --arg load "$load" --arg title "$label" --argjson ceil "$ceiling_median" "$BENCH_JQ_MEDIAN"'
+      def order: {"tlsgate": 0, "nginx": 1, "haproxy": 2}[.] // 3;
+      [ .[] | select(.id == $id and (.load // "bench") == $load) ] | group_by(.server) | sort_by(.[0].server | order) | map({
+        server: .[0].server,
+        rate: (map(.rate) | median), busy: (map(.busy // 0) | median), cpu: (map(.cpu) | median),
+        per: (map(.per) | median), lo: (map(.per) | min), hi: (map(.per) | max),
+        resumed: (map(.resumed) | median), errors: (map(.errors) | add), neg: .[0].neg,
+        check: (map(.check) | if all(startswith("ok")) then
+                  (if .[0] | startswith("ok:") then "ok in \(length)/\(length) rounds (\(.[0] | ltrimstr("ok: ")), …)" else "ok" end)
+                else (map(select(startswith("ok") | not)) | .[0]) end)
+      }) as $rows
+      | ($rows | map(select(.server == "nginx")) | .[0].per // 0) as $base
+      | ($rows | map(select(.server != "tlsgate") | .per) | max // 0) as $best
+      | $rows[]
+      | "| \($title) | \(.server) | \(.rate | round) | \(.busy * 100 | round)% | \(.per | round) | \(.lo | round)–\(.hi | round) | \(if $base > 0 then "\(.per / $base * 100 | round / 100)×" else "—" end) | \(if .server == "tlsgate" and $best > 0 then "\(.per / $best * 100 | round / 100)×" else "" end) | \(if ($id == "full13" or $id == "flight13" or $id == "fullsat13") and $ceil > 0 and $load != "bench" then "\(.per / $ceil * 100 | round)%" else "" end) | \(.resumed * 1000 | round / 10)% | \(.errors) | \(.neg) | \(.check) |"
+    ' "$RESULTS"
+  done
 done
+[ "$HOLD_CONNS" = 0 ] || {
 echo
 echo "### Memory per idle TLS keep-alive connection"
 echo
@@ -278,5 +421,6 @@ awk -F'\t' '
       printf "| %s | %d | %.1f | %.1f | %s | %s |\n", f[1], f[2], f[3] / 1024, f[4] / 1024, f[5], ratio
     }
   }' "$MEMORY"
+}
 echo
 log "raw results in $WORK (results.jsonl, memory.tsv, <server>-<scenario>-<round>.json/.txt)"

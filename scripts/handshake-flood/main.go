@@ -32,8 +32,17 @@ func ext(out []byte, kind uint16, body []byte) []byte {
 	return append(out, body...)
 }
 
-// clientHello is a TLS 1.3 ClientHello record for `sni` offering X25519 only.
-func clientHello(sni string) []byte {
+// hello is the fixed ClientHello record and the private key of its X25519 share.
+type hello struct {
+	record []byte
+	key    *ecdh.PrivateKey
+	sni    string
+}
+
+// clientHello is a TLS 1.3 ClientHello record for `sni` offering X25519 only. With `finish`
+// (the handshake is completed): TLS_AES_128_GCM_SHA256 only, and no psk_key_exchange_modes, so
+// the server issues no tickets, as a client without a session cache.
+func clientHello(sni string, finish bool) hello {
 	key, err := ecdh.X25519().GenerateKey(rand.Reader)
 	if err != nil {
 		panic(err)
@@ -51,14 +60,20 @@ func clientHello(sni string) []byte {
 	exts = ext(exts, 0x000a, []byte{0x00, 0x02, 0x00, 0x1d})
 	exts = ext(exts, 0x0033, share)
 	exts = ext(exts, 0x000d, []byte{0x00, 0x06, 0x08, 0x04, 0x04, 0x03, 0x04, 0x01})
-	exts = ext(exts, 0x002d, []byte{0x01, 0x01})
+	if !finish {
+		exts = ext(exts, 0x002d, []byte{0x01, 0x01})
+	}
 	body := []byte{0x03, 0x03}
 	random := make([]byte, 32)
 	_, _ = rand.Read(random)
 	body = append(body, random...)
 	body = append(body, 32)
 	body = append(body, random...) // a compatibility session ID, as every TLS 1.3 client sends
-	body = append(body, 0x00, 0x06, 0x13, 0x01, 0x13, 0x02, 0x13, 0x03, 0x01, 0x00)
+	if finish {
+		body = append(body, 0x00, 0x02, 0x13, 0x01, 0x01, 0x00)
+	} else {
+		body = append(body, 0x00, 0x06, 0x13, 0x01, 0x13, 0x02, 0x13, 0x03, 0x01, 0x00)
+	}
 	body = binary.BigEndian.AppendUint16(body, uint16(len(exts)))
 	body = append(body, exts...)
 	msg := []byte{0x01, 0x00}
@@ -66,7 +81,7 @@ func clientHello(sni string) []byte {
 	msg = append(msg, body...)
 	record := []byte{0x16, 0x03, 0x01}
 	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
-	return append(record, msg...)
+	return hello{record: append(record, msg...), key: key, sni: sni}
 }
 
 type outcome int
@@ -78,8 +93,8 @@ const (
 )
 
 // once sends the hello on `c` and reads records until the encrypted flight or an alert.
-func once(c net.Conn, hello []byte) outcome {
-	if _, err := c.Write(hello); err != nil {
+func once(c net.Conn, h hello) outcome {
+	if _, err := c.Write(h.record); err != nil {
 		return failed
 	}
 	header := make([]byte, 5)
@@ -105,9 +120,14 @@ func main() {
 	conns := flag.Int("conns", 4, "concurrent handshake loops per source")
 	duration := flag.Duration("duration", 10*time.Second, "how long to flood")
 	sni := flag.String("sni", "localhost", "server name sent")
+	finish := flag.Bool("finish", false, "complete each handshake and send GET / on it (Connection: close) instead of resetting after the server's flight")
 	flag.Parse()
 
-	hello := clientHello(*sni)
+	h := clientHello(*sni, *finish)
+	run := once
+	if *finish {
+		run = finishOnce
+	}
 	var counts [3]atomic.Int64
 	start := time.Now()
 	deadline := start.Add(*duration)
@@ -126,8 +146,10 @@ func main() {
 						continue
 					}
 					_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-					counts[once(c, hello)].Add(1)
-					_ = c.(*net.TCPConn).SetLinger(0)
+					counts[run(c, h)].Add(1)
+					if !*finish {
+						_ = c.(*net.TCPConn).SetLinger(0)
+					}
 					_ = c.Close()
 				}
 			}()

@@ -1,0 +1,3 @@
+module tlsgate.local/tlsload
+
+go 1.24
