@@ -26,8 +26,8 @@ type Serving = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// One accepted TCP connection served to completion (the future a listener spawns as the
 /// connection's task). `tfo` names the listener when the connection's SYN carried data accepted
-/// by TCP Fast Open; `local` is the address a PROXY header said the client connected to (else
-/// the socket's own is read); the handshake must end within `handshake_timeout` of `accepted`
+/// by TCP Fast Open; `local` is the address a PROXY header said the client connected to, or the
+/// listener's when it is bound to one address (else the socket's own is read); the handshake must end within `handshake_timeout` of `accepted`
 /// (a PROXY header's read counts).
 ///
 /// Two phases, each in a box of its own that holds only its own state: the handshake's
@@ -98,7 +98,8 @@ async fn start(
     tfo: Option<&'static str>,
     accepted: std::time::Instant,
 ) -> Option<Serving> {
-    // One getsockname per connection: what a group with `send_proxy_protocol` announces.
+    // What a group with `send_proxy_protocol` announces: one getsockname per connection on a
+    // wildcard listener.
     let local = local
         .or_else(|| tcp.local_addr().ok())
         .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));

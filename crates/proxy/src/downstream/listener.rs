@@ -210,6 +210,9 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
     };
     let mut shutdown = gateway.shutdown_signal();
     let label = tlsgate_admin::metrics::intern(&config.listen.to_string());
+    // Bound to one address (not a wildcard), every accepted socket's local address is the
+    // listener's: no getsockname per connection for it.
+    let fixed_local = listener.local_addr().ok().filter(|a| !a.ip().is_unspecified());
     let config = Arc::new(config);
     loop {
         let accepted = tokio::select! {
@@ -266,7 +269,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         if config.proxy_protocol {
             tokio::spawn(serve_proxied(gw, tcp, peer, guard, config.clone(), tfo, per_source));
         } else {
-            serve(gw, tcp, peer, guard, &config, tfo);
+            serve(gw, tcp, peer, fixed_local, guard, &config, tfo);
         }
     }
 }
@@ -276,6 +279,7 @@ fn serve(
     gateway: Arc<Gateway>,
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     guard: ConnGuard,
     config: &ListenerConfig,
     tfo: Option<&'static str>,
@@ -286,7 +290,7 @@ fn serve(
                 gateway,
                 tcp,
                 peer,
-                None,
+                local,
                 guard,
                 tfo,
                 std::time::Instant::now(),
