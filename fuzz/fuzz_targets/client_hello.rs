@@ -3,7 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tlsgate_wire::client_hello::{
-    cipher_suites, first_psk_identity, signature_algorithms, supported_versions, ClientCapabilities,
+    cipher_suites, first_psk_identity, prefers_chacha20, signature_algorithms, supported_versions, ClientCapabilities,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -13,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = signature_algorithms(a);
     let _ = supported_versions(b);
     let _ = cipher_suites(c);
+    let _ = prefers_chacha20(c);
     let _ = first_psk_identity(data);
     let caps = ClientCapabilities::from_parts(Some(a), Some(b), c);
     let _ = caps.can_use_ecdsa(true);
