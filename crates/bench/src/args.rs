@@ -35,6 +35,12 @@ pub struct BenchArgs {
     /// Connect, handshake and close; no request (except one per thread to fetch a TLS 1.3 ticket).
     #[arg(long, conflicts_with = "hold")]
     pub handshake_only: bool,
+    /// Full TLS 1.3 handshakes with the least client work, one request on each connection: a
+    /// fixed ClientHello per thread (X25519 only, TLS_AES_128_GCM_SHA256 only, no tickets), one
+    /// X25519 per connection, the server's Finished checked but not its certificate or
+    /// signature. For saturating a server core with full handshakes; implies `--new-conn`.
+    #[arg(long, conflicts_with_all = ["handshake_only", "hold", "h2", "h3"])]
+    pub lean: bool,
     /// Open `-c` connections, send one request on each, keep them idle for this long, then close.
     #[arg(long, value_parser = parse_duration)]
     pub hold: Option<Duration>,
@@ -156,6 +162,8 @@ pub struct Plan {
     pub h2: bool,
     /// HTTP/3 over QUIC (`--h3`).
     pub h3: bool,
+    /// Lean full TLS 1.3 handshakes (`--lean`).
+    pub lean: bool,
     /// Streams per HTTP/2 or HTTP/3 connection.
     pub streams: usize,
     /// Target operations per second in all (`--rate`).
@@ -253,6 +261,24 @@ pub fn build_request_with(
 }
 
 impl BenchArgs {
+    /// `--lean` speaks one fixed TLS 1.3 handshake: refuses the options that would change it.
+    fn check_lean(&self) -> anyhow::Result<()> {
+        let o = &self.opts;
+        if o.tls.as_deref() == Some("1.2") {
+            bail!("--lean is TLS 1.3 only: not with --tls 1.2");
+        }
+        if o.groups.as_deref().is_some_and(|g| !g.eq_ignore_ascii_case("X25519")) {
+            bail!("--lean offers X25519 only: --groups does not apply");
+        }
+        if o.cacert.is_some() {
+            bail!("--lean does not verify the server (no certificate or signature check): not with --cacert");
+        }
+        if o.ciphers.is_some() || o.sigalgs.is_some() || o.mldsa {
+            bail!("--lean offers TLS_AES_128_GCM_SHA256 and fixed signature schemes: --ciphers, --sigalgs and --mldsa do not apply");
+        }
+        Ok(())
+    }
+
     /// Checks the options and resolves the target.
     pub fn plan(&self) -> anyhow::Result<Plan> {
         let (host, port, path) = split_url(&self.url)?;
@@ -265,7 +291,10 @@ impl BenchArgs {
         if self.requests == Some(0) {
             bail!("-n must be at least 1");
         }
-        let mode = if self.new_conn {
+        if self.lean {
+            self.check_lean()?;
+        }
+        let mode = if self.new_conn || self.lean {
             Mode::NewConn
         } else if self.handshake_only {
             Mode::HandshakeOnly
@@ -355,6 +384,7 @@ impl BenchArgs {
             host_header,
             h2: self.h2,
             h3: self.h3,
+            lean: self.lean,
             streams: self.streams,
             rate: self.rate,
         })

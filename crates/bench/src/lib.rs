@@ -15,6 +15,10 @@
 //! latency from intended send times (wrk2); latencies are kept per phase (connect, handshake,
 //! TTFB, TTLB). The [`probe`] module is `tlsgate probe`.
 //!
+//! `--lean` ([`lean`]) completes full TLS 1.3 handshakes with the least client work (one X25519
+//! per connection, no key generation, no signature check), so one client core can keep a server
+//! core busy with full handshakes and a request each.
+//!
 //! The HTTP/1.1 side is a hand-written request/response loop (one pre-built request, a reused
 //! buffer, no allocation per response), so the load generator costs far less CPU per request
 //! than the server it measures.
@@ -23,6 +27,7 @@
 pub mod args;
 pub mod client;
 pub mod http;
+pub mod lean;
 pub mod probe;
 pub mod progress;
 pub mod quic;

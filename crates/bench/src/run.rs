@@ -5,6 +5,7 @@
 
 mod h2;
 mod h3;
+mod lean;
 
 use crate::args::{Limit, Mode, Plan};
 use crate::client::{forget_session, Client};
@@ -163,10 +164,20 @@ fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Re
     } else {
         None
     };
+    let lean = if shared.plan.lean {
+        Some(Rc::new(crate::lean::Lean::new(
+            shared.plan.sni.as_deref(),
+            &shared.plan.alpn_wire,
+        )?))
+    } else {
+        None
+    };
     local.block_on(&rt, async {
         let tasks: Vec<_> = conns
             .map(|i| {
-                if let Some(client) = &h3 {
+                if let Some(lean) = &lean {
+                    tokio::task::spawn_local(lean::connection(shared.clone(), stats.clone(), lean.clone(), i))
+                } else if let Some(client) = &h3 {
                     tokio::task::spawn_local(h3::connection(shared.clone(), stats.clone(), client.clone()))
                 } else if shared.plan.h2 && shared.plan.mode == Mode::NewConn {
                     tokio::task::spawn_local(h2::new_conn(shared.clone(), stats.clone(), i))

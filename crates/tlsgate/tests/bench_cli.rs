@@ -417,3 +417,74 @@ fn alpn_lists_are_offered_and_checked() {
     assert_eq!(code, 1);
     assert!(stderr.contains("--alpn must offer h2"), "{stderr}");
 }
+
+#[test]
+fn lean_completes_full_tls13_handshakes_that_the_server_counts() {
+    let f = common::start("", "");
+    let (code, stdout, s) = bench(&f, &["--lean", "-c", "3", "-t", "2", "-n", "90"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(s["mode"], "new-conn");
+    assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
+    assert_eq!(
+        (n(&s, "requests"), n(&s, "handshakes"), n(&s, "full")),
+        (90, 90, 90),
+        "{stdout}"
+    );
+    assert_eq!(s["status"]["200"], 90, "{stdout}");
+    assert_eq!(s["negotiated"]["TLSv1.3 TLS_AES_128_GCM_SHA256 X25519"], 90, "{stdout}");
+    assert_eq!(
+        s["sigalgs"]["ecdsa_secp256r1_sha256"], 90,
+        "the server signed with its ECDSA certificate: {stdout}"
+    );
+    // The server completed each handshake (it counts after the client's Finished verified) and
+    // answered each request.
+    wait_for_server_handshakes(&f, 90);
+    assert_eq!(
+        f.gw.metric(
+            "tlsgate_handshakes_total",
+            &["outcome=\"full\"", "version=\"TLSv1.3\"", "group=\"X25519\""]
+        ),
+        90.0,
+        "{}",
+        f.gw.metrics()
+    );
+    assert_eq!(f.gw.metric("tlsgate_handshakes_total", &[]), 90.0, "{}", f.gw.metrics());
+    assert_eq!(
+        f.gw.metric("tlsgate_requests_total", &["status=\"200\"", "protocol=\"h1\""]),
+        90.0
+    );
+}
+
+#[test]
+fn lean_fails_cleanly_against_a_server_that_does_not_speak_tls_and_refuses_other_options() {
+    let f = common::start("", "");
+    // The admin port answers the ClientHello with a plain HTTP error: every handshake fails,
+    // counted, and the bench ends.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("summary.json");
+    let out = Command::new(common::binary())
+        .args(["bench", "--lean", "-c", "2", "-n", "6", "--timeout", "5s", "--json"])
+        .arg(&json)
+        .arg(format!("https://127.0.0.1:{}/", f.admin))
+        .output()
+        .expect("run tlsgate bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(n(&s, "requests"), 0, "{stdout}");
+    assert_eq!(n(&s, "errors_total"), 6, "{stdout}");
+    assert_eq!(s["errors"]["handshake"], 6, "{stdout}");
+    // The gateway still serves.
+    let (code, stdout, s) = bench(&f, &["--lean", "-c", "1", "-n", "3"]);
+    assert_eq!((code, n(&s, "requests"), n(&s, "errors_total")), (0, 3, 0), "{stdout}");
+    for args in [
+        &["--lean", "--tls", "1.2"][..],
+        &["--lean", "--groups", "X25519MLKEM768"],
+        &["--lean", "--h2"],
+        &["--lean", "--handshake-only"],
+        &["--lean", "--cacert", "/dev/null"],
+    ] {
+        let (code, stderr) = bench_refused(&f, args);
+        assert_ne!(code, 0, "{args:?} must be refused");
+        assert!(stderr.contains("--"), "{args:?}: {stderr}");
+    }
+}

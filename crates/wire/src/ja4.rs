@@ -21,6 +21,8 @@
 //!
 //! Every function takes untrusted bytes and must never panic (fuzz target `ja4`).
 
+use crate::reader::Reader;
+
 /// `server_name`.
 const EXT_SNI: u16 = 0x0000;
 /// `application_layer_protocol_negotiation`.
@@ -90,31 +92,6 @@ pub struct Ja4Input {
     pub alpn: [u8; 2],
     /// Signature algorithms.
     pub signature_algorithms: Vec<u16>,
-}
-
-/// A reader over a byte slice that never panics.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = (self.0.get(..n)?, self.0.get(n..)?);
-        self.0 = tail;
-        Some(head)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u16(&mut self) -> Option<u16> {
-        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn vec8(&mut self) -> Option<&'a [u8]> {
-        let n = self.u8()?;
-        self.take(usize::from(n))
-    }
-    fn vec16(&mut self) -> Option<&'a [u8]> {
-        let n = self.u16()?;
-        self.take(usize::from(n))
-    }
 }
 
 fn u16s(raw: &[u8]) -> impl Iterator<Item = u16> + '_ {

@@ -12,6 +12,7 @@
 //! - [`quic_link`]: a datagram passed between the two processes of a binary upgrade.
 //! - [`resumption`]: what a ClientHello offers to resume with (PSK, ticket, session ID).
 //! - [`request_keys`]: what a rate limit reads from headers (the client behind trusted proxies, a cookie).
+//! - [`tls13_flight`]: a TLS 1.3 server's first flight as a client reads it (`bench --lean`).
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
@@ -24,5 +25,7 @@ pub mod percent;
 pub mod proxy_protocol;
 pub mod quic_link;
 pub mod quic_token;
+mod reader;
 pub mod request_keys;
 pub mod resumption;
+pub mod tls13_flight;
