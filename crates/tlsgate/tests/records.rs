@@ -7,13 +7,16 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tlsgate_testkit::Origin;
 
 /// Accepts one client, relays it to `target` with a small MSS, and records the length of every
-/// application-data record (type 23) the target sends. With `stall`, a small receive buffer,
+/// application-data record (type 23) the target sends, with when it passed. With `stall`, a small receive buffer,
 /// and a pause in reading of that long after every MiB (the target's writes block meanwhile).
-fn relay(target: u16, stall: Option<Duration>) -> (u16, Arc<Mutex<Vec<usize>>>, std::thread::JoinHandle<()>) {
+fn relay(
+    target: u16,
+    stall: Option<Duration>,
+) -> (u16, Arc<Mutex<Vec<(Instant, usize)>>>, std::thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let records = Arc::new(Mutex::new(Vec::new()));
@@ -60,7 +63,7 @@ fn relay(target: u16, stall: Option<Duration>) -> (u16, Arc<Mutex<Vec<usize>>>, 
                     break;
                 }
                 if pending[0] == 23 {
-                    seen.lock().unwrap().push(len);
+                    seen.lock().unwrap().push((Instant::now(), len));
                 }
                 pending.drain(..5 + len);
             }
@@ -76,30 +79,35 @@ fn fetch_through_relay(f: &common::Fixture, bytes: usize) -> Vec<usize> {
 }
 
 fn fetch_through(f: &common::Fixture, bytes: usize, stall: Option<Duration>) -> Vec<usize> {
+    fetch_n_through(f, bytes, stall, 1)
+        .into_iter()
+        .map(|(_, len)| len)
+        .collect()
+}
+
+/// `n` fetches of `bytes` on one connection (curl `--rate 2/s`: half a second between them).
+fn fetch_n_through(f: &common::Fixture, bytes: usize, stall: Option<Duration>, n: usize) -> Vec<(Instant, usize)> {
     let (port, records, handle) = relay(f.https, stall);
     let url = format!("https://localhost:{port}/big?n={bytes}");
     let ca = f.pki.ca_file();
-    let out = tlsgate_testkit::run(
-        "curl",
-        &[
-            "-sS",
-            "--tlsv1.2",
-            "--tls-max",
-            "1.2",
-            "--http1.1",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{size_download}",
-            &url,
-        ],
-        b"",
-        Duration::ZERO,
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.stdout.trim(), bytes.to_string(), "{}", out.all());
+    let mut args = vec![
+        "-sS",
+        "--tlsv1.2",
+        "--tls-max",
+        "1.2",
+        "--http1.1",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-w",
+        "%{size_download} ",
+        "--rate",
+        "2/s",
+    ];
+    for _ in 0..n {
+        args.extend(["-o", "/dev/null", url.as_str()]);
+    }
+    let out = tlsgate_testkit::run("curl", &args, b"", Duration::ZERO, Duration::from_secs(30));
+    assert_eq!(out.stdout.trim(), vec![bytes.to_string(); n].join(" "), "{}", out.all());
     handle.join().unwrap();
     let r = records.lock().unwrap().clone();
     r
@@ -176,4 +184,33 @@ fn a_write_blocked_longer_than_the_idle_time_finishes_whole() {
         &records[..records.len().min(60)]
     );
     assert!(!f.gw.log().contains("BAD_WRITE_RETRY"), "{}", f.gw.log());
+}
+
+/// A keep-alive connection idle for longer than `dynamic_records_idle` starts again with
+/// one-segment records; short writes on a new connection take no sizing decision at all.
+#[test]
+fn records_ramp_again_after_an_idle_spell() {
+    let origin = Origin::start("o");
+    let f = common::start("[tls]\ndynamic_records_idle = \"200ms\"\n", &big_route(&origin));
+    // Two 1 MiB responses half a second apart, on one connection (one relay, one accept).
+    let records = fetch_n_through(&f, 1 << 20, None, 2);
+    let lens: Vec<usize> = records.iter().map(|(_, len)| *len).collect();
+    assert!(
+        lens.iter().any(|&len| len >= 16_384),
+        "the first response ramps to full size: {lens:?}"
+    );
+    // The second response: the records after the pause.
+    let gap = records
+        .windows(2)
+        .position(|w| w[1].0 - w[0].0 >= Duration::from_millis(300))
+        .unwrap_or_else(|| panic!("no pause between the responses: {lens:?}"));
+    let second = &lens[gap + 1..];
+    assert!(second.len() > 8, "{second:?}");
+    assert!(
+        second[..6].iter().all(|&len| len <= 1400),
+        "after the idle spell the records must start at one segment again: {:?}",
+        &second[..second.len().min(40)]
+    );
+    let handshakes = f.gw.metric("tlsgate_handshakes_total", &[]);
+    assert_eq!(handshakes, 1.0, "both responses on one connection: {}", f.gw.metrics());
 }

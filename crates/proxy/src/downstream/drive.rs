@@ -185,9 +185,16 @@ where
     let mut draining = *shutdown.borrow();
     // Armed when the drain begins (allocated only then): `DRAIN_GRACE`, then graceful.
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = draining.then(|| Box::pin(tokio::time::sleep(DRAIN_GRACE)));
-    // One timer per connection, re-armed only when it fires.
+    // One timer per connection, re-armed only when it fires. The first check runs here, not
+    // from a timer already due: a timer earlier than every other makes tokio wake its driver
+    // through the eventfd (a `write` and an extra `epoll_wait` per connection). It cannot time
+    // out or release (nothing has been seen yet); if it did, the timer fires at once.
     let mut seen = Seen::default();
-    let watchdog = tokio::time::sleep(Duration::ZERO);
+    let first = match timeouts.check(&activity, &mut seen, Instant::now()) {
+        Ok(Verdict::Wait(next)) => next,
+        Ok(Verdict::Release(_)) | Err(_) => Duration::ZERO,
+    };
+    let watchdog = tokio::time::sleep(first);
     tokio::pin!(watchdog);
     loop {
         tokio::select! {

@@ -179,6 +179,41 @@ pub fn adopt_workers(
     Ok(per_worker)
 }
 
+/// Whether an accepted connection can have come with TCP Fast Open data: the listener asked for
+/// TFO and the kernel accepts SYN data on servers (bit 2 of `net.ipv4.tcp_fastopen`). Where it
+/// does not (a stock kernel), no connection pays a `TCP_INFO` read to find out. The sysctl is
+/// read again every [`TFO_RECHECK`], so turning it on while the gateway runs is seen.
+struct TfoWatch {
+    listener: bool,
+    kernel: bool,
+    checked: Option<std::time::Instant>,
+}
+
+/// How often [`TfoWatch`] reads the sysctl again.
+const TFO_RECHECK: Duration = Duration::from_secs(5);
+
+impl TfoWatch {
+    fn new(listener: bool) -> Self {
+        Self {
+            listener,
+            kernel: false,
+            checked: None,
+        }
+    }
+
+    fn active(&mut self) -> bool {
+        if !self.listener {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if self.checked.is_none_or(|t| now.duration_since(t) >= TFO_RECHECK) {
+            self.kernel = tfo_sysctl().is_some_and(|v| v & 2 != 0);
+            self.checked = Some(now);
+        }
+        self.kernel
+    }
+}
+
 /// Binds a listening socket with SO_REUSEADDR and SO_REUSEPORT.
 pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
     bind_with(addr, backlog, true)
@@ -213,6 +248,7 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
     // Bound to one address (not a wildcard), every accepted socket's local address is the
     // listener's: no getsockname per connection for it.
     let fixed_local = listener.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+    let mut tfo_watch = TfoWatch::new(config.tfo_queue() > 0);
     let config = Arc::new(config);
     loop {
         let accepted = tokio::select! {
@@ -256,8 +292,8 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
             continue;
         };
         // TCP_NODELAY needs no call here: accepted sockets inherit it from the listener (`bind`).
-        // One getsockopt per connection, only on listeners with TFO on.
-        let tfo = (config.tfo_queue() > 0 && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
+        // One getsockopt per connection, only where SYN data can have been accepted.
+        let tfo = (tfo_watch.active() && tlsgate_tls::tcp_syn_data_accepted(tcp.as_fd())).then_some(label);
         let gw = gateway.clone();
         if config.kind == ListenerKind::Redirect && tfo.is_some() {
             let labels = tlsgate_admin::metrics::TfoLabels {

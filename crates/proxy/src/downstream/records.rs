@@ -29,6 +29,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_boring::SslStream;
 
+/// A write no larger than this is one record that fits in any TCP segment (IPv4's smallest MSS,
+/// 536 bytes, less a TLS record's header, content type and tag): it needs no sizing decision.
+const FITS_ANY_SEGMENT: usize = 512;
+
 /// Bytes a TLS record adds around its payload (header 5, explicit nonce 8 for TLS 1.2 GCM, tag 16).
 const RECORD_OVERHEAD: usize = 29;
 /// One-segment payload when the MSS is unknown (1460-byte MSS minus record overhead).
@@ -163,12 +167,17 @@ impl RecordSizer {
             self.at_full_size = false;
             self.initial_cwnd = None;
             self.sent_since_reset = 0;
+            // The size BoringSSL holds is the old ramp's: unknown to the next decision, which
+            // applies its own (without this, writes up to the old size skipped the new ramp).
+            self.current = 0;
+            self.phase = "segment";
         }
         if self.at_full_size {
             return "full";
         }
-        if len <= self.current {
-            // Fits in one record of the current size: nothing to decide, no syscall.
+        if len <= self.current.max(FITS_ANY_SEGMENT) {
+            // One record of the current size, or small enough for any segment: nothing to
+            // decide, no syscall (a short response on a new connection reads no TCP_INFO).
             return self.phase;
         }
         let window = tlsgate_tls::tcp_window(self.inner.get_ref().get_ref().as_fd());
