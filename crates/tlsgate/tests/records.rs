@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tlsgate_testkit::Origin;
 
-/// Accepts one client, relays it to `target` with a small MSS, and records the length of every
-/// application-data record (type 23) the target sends, with when it passed. With `stall`, a small receive buffer,
-/// and a pause in reading of that long after every MiB (the target's writes block meanwhile).
 /// Each application-data record's length, with when the relay passed it on.
 type Seen = Arc<Mutex<Vec<(Instant, usize)>>>;
 
+/// Accepts one client, relays it to `target` with a small MSS, and records the length of every
+/// application-data record (type 23) the target sends, with when it passed. With `stall`, a small
+/// receive buffer, and a pause in reading of that long after every MiB (the target's writes block
+/// meanwhile).
 fn relay(target: u16, stall: Option<Duration>) -> (u16, Seen, std::thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
