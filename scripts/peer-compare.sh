@@ -101,20 +101,7 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
 bench_install_missing nginx:nginx-light haproxy:haproxy jq:jq openssl:openssl curl:curl taskset:util-linux
 PATH=$PATH:/usr/sbin:/sbin:/usr/local/go/bin
 if [[ " $LOADS " == *" independent "* ]]; then
-  bench_install_missing wrk:wrk cc:gcc
-  if [ ! -e /usr/include/openssl/ssl.h ]; then
-    # shellcheck source=scripts/deps.sh
-    source scripts/deps.sh
-    tlsgate_install_packages libssl-dev
-  fi
-  command -v go >/dev/null || {
-    log "go is needed to build the independent clients (https://go.dev/dl/)"
-    exit 1
-  }
-  log "building the independent clients"
-  (cd scripts/peer/tlsload && GOFLAGS=-mod=mod go build -o "$WORK/tlsload" .) >&2
-  (cd scripts/handshake-flood && GOFLAGS=-mod=mod go build -o "$WORK/flood" .) >&2
-  cc -O2 -Wall -o "$WORK/sslload" scripts/peer/sslload.c -lssl -lcrypto -lpthread >&2
+  bench_independent_clients
   cargo build --release -p tlsgate-tls --example sign_speed >&2
   cp target/release/examples/sign_speed "$WORK/sign_speed"
 fi

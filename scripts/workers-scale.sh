@@ -67,19 +67,8 @@ server_cpus() { # workers
 log "$NCPU cores, $LAYOUT layout: load on CPUs $LOAD_CPUS; results in $WORK"
 
 # ---- prerequisites --------------------------------------------------------------------------
-bench_install_missing jq:jq openssl:openssl curl:curl taskset:util-linux wrk:wrk cc:gcc
-PATH=$PATH:/usr/local/go/bin
-if [ ! -e /usr/include/openssl/ssl.h ]; then
-  # shellcheck source=scripts/deps.sh
-  source scripts/deps.sh
-  tlsgate_install_packages libssl-dev
-fi
-command -v go >/dev/null || {
-  log "go is needed to build the handshake client (https://go.dev/dl/)"
-  exit 1
-}
-(cd scripts/handshake-flood && GOFLAGS=-mod=mod go build -o "$WORK/flood" .) >&2
-cc -O2 -Wall -o "$WORK/sslload" scripts/peer/sslload.c -lssl -lcrypto -lpthread >&2
+bench_install_missing jq:jq openssl:openssl curl:curl taskset:util-linux
+bench_independent_clients
 GATEWAY_BIN="" bench_build_tlsgate "$BIN"
 cp "$BIN" "$WORK/tlsgate"
 BIN=$WORK/tlsgate

@@ -45,6 +45,26 @@ bench_install_missing() { # command:package...
     tlsgate_install_packages "${need[@]}"
   }
 }
+# The independent clients in $WORK (scripts/peer-compare.sh, scripts/workers-scale.sh): tlsload
+# (Go crypto/tls), flood (scripts/handshake-flood), sslload (OpenSSL's libssl); installs wrk, gcc
+# and libssl-dev if missing. Go must be installed.
+bench_independent_clients() {
+  bench_install_missing wrk:wrk cc:gcc
+  PATH=$PATH:/usr/local/go/bin
+  if [ ! -e /usr/include/openssl/ssl.h ]; then
+    # shellcheck source=scripts/deps.sh
+    source scripts/deps.sh
+    tlsgate_install_packages libssl-dev
+  fi
+  command -v go >/dev/null || {
+    log "go is needed to build the independent clients (https://go.dev/dl/)"
+    exit 1
+  }
+  log "building the independent clients"
+  (cd scripts/peer/tlsload && GOFLAGS=-mod=mod go build -o "$WORK/tlsload" .) >&2
+  (cd scripts/handshake-flood && GOFLAGS=-mod=mod go build -o "$WORK/flood" .) >&2
+  cc -O2 -Wall -o "$WORK/sslload" scripts/peer/sslload.c -lssl -lcrypto -lpthread >&2
+}
 # Builds tlsgate (release) when BUILD=1 or when BIN is missing and no GATEWAY_BIN is given.
 bench_build_tlsgate() { # BIN
   if [ "${BUILD:-0}" = 1 ] || { [ -z "${GATEWAY_BIN:-}" ] && [ ! -x "$1" ]; }; then
