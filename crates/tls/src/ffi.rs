@@ -292,8 +292,9 @@ pub enum TicketDecryption {
 
 /// The ticket-key policy behind BoringSSL's ticket callback (`tickets::TicketKeyRing`).
 pub trait TicketKeys: Send + Sync + 'static {
-    /// The key that encrypts a new ticket; None issues no ticket.
-    fn encrypting_key(&self) -> Option<TicketKeyMaterial>;
+    /// The key that encrypts a new ticket on `ssl`; None issues no ticket (BoringSSL then skips
+    /// that NewSessionTicket).
+    fn encrypting_key(&self, ssl: &SslRef) -> Option<TicketKeyMaterial>;
     /// The key named `name` in a ticket presented on `ssl`.
     fn decrypting_key(&self, ssl: &SslRef, name: &[u8; 16]) -> TicketDecryption;
 }
@@ -324,7 +325,7 @@ fn ticket_callback(
     encrypt: bool,
 ) -> TicketKeyCallbackResult {
     if encrypt {
-        let Some(key) = keys.encrypting_key() else {
+        let Some(key) = keys.encrypting_key(ssl) else {
             return TicketKeyCallbackResult::Noop;
         };
         *name = key.name;

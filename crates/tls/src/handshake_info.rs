@@ -41,6 +41,7 @@ impl Resumption {
 const MARK_TICKET: u8 = 1;
 const MARK_SESSION_ID: u8 = 2;
 const MARK_SNI_REJECTED: u8 = 4;
+const MARK_TICKET_ISSUED: u8 = 8;
 
 /// Counts the handshakes that sent a staple (implemented by the OCSP staple slot).
 pub(crate) trait StapleCounter: Send + Sync {
@@ -85,6 +86,13 @@ fn marks(ssl: &SslRef) -> u8 {
 
 pub(crate) fn mark_ticket(ssl: &SslRef) {
     mark(ssl, MARK_TICKET);
+}
+
+/// Notes that a new ticket is being issued on `ssl`; true for the connection's first (and for a
+/// connection with no trace, which is then never limited).
+pub(crate) fn first_ticket_issued(ssl: &SslRef) -> bool {
+    ssl.ex_data(*TRACE_INDEX)
+        .is_none_or(|t| t.marks.fetch_or(MARK_TICKET_ISSUED, Ordering::Relaxed) & MARK_TICKET_ISSUED == 0)
 }
 
 pub(crate) fn mark_session_id(ssl: &SslRef) {

@@ -323,9 +323,15 @@ impl TicketKey {
 
 /// The policy of BoringSSL's ticket callback (installed by `ffi::install_ticket_keys`): encrypt
 /// under the current key; decrypt under any key still in the ring, renewing tickets whose key is
-/// no longer current.
+/// no longer current. A resumed connection gets one new ticket, as OpenSSL gives it: BoringSSL
+/// sends its configured two after every TLS 1.3 handshake, but the client that resumed replaces
+/// the one ticket it used (it still holds the second of its full handshake), and each ticket
+/// costs a session copy, its encryption and its bytes.
 impl TicketKeys for TicketKeyRing {
-    fn encrypting_key(&self) -> Option<TicketKeyMaterial> {
+    fn encrypting_key(&self, ssl: &SslRef) -> Option<TicketKeyMaterial> {
+        if !crate::handshake_info::first_ticket_issued(ssl) && ssl.session_reused() {
+            return None;
+        }
         let key = self.keys.load().first()?.material();
         self.stats.encrypted.fetch_add(1, Ordering::Relaxed);
         Some(key)

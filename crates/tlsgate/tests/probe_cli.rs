@@ -84,10 +84,25 @@ fn tls13_psk_resumption_json_and_timings() {
     assert_eq!(r["connections"][0]["session_offered"], Value::Null);
     assert_eq!(r["connections"][1]["session_offered"], "previous");
     assert_eq!(r["expectations"].as_array().unwrap().len(), 2);
+    // Two tickets after the full handshake, one after each resumption (the client replaces the
+    // ticket it used, as OpenSSL servers do it).
+    let received: Vec<u64> = r["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["sessions_received"].as_u64().unwrap())
+        .collect();
+    assert_eq!(received, [2, 1, 1], "{r:#}");
     wait_for(&f, 3);
     assert_eq!(
         (server_handshakes(&f, "full"), server_handshakes(&f, "tls13_psk")),
         (1, 2)
+    );
+    assert_eq!(
+        f.gw.metric("tlsgate_state", &["name=\"tickets_issued_total\""]),
+        4.0,
+        "{}",
+        f.gw.metrics()
     );
 }
 
