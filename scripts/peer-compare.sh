@@ -367,7 +367,7 @@ for load in $LOADS; do
   if [ "$load" = bench ]; then
     echo "### Throughput per server CPU-second: \`tlsgate bench\`"
     echo
-    echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); \`tlsgate bench -t 1 -c $CONNS -d $DURATION --groups X25519:P-256 --sni localhost\` pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds; busy: server CPU ÷ wall time)."
+    echo "Each server pinned to CPU $SERVER_CPU (1 worker/thread); \`tlsgate bench -t 1 -c $CONNS -d $DURATION --groups X25519:P-256 --sni localhost\` (\`--lean\` without \`--groups\`: it offers X25519 alone) pinned to CPU $LOAD_CPU; $ROUNDS interleaved rounds, medians shown (per server CPU-s: median and min–max over the rounds; busy: server CPU ÷ wall time)."
   else
     echo "### Throughput per server CPU-second: independent clients (figures of record)"
     echo
