@@ -461,6 +461,12 @@ impl Summary {
             onoff(self.session_id),
             onoff(self.tickets)
         );
+        if plan.lean {
+            let _ = writeln!(
+                s,
+                "  lean: full TLS 1.3 handshakes only (X25519, TLS_AES_128_GCM_SHA256, no tickets, server not verified)"
+            );
+        }
         if let Some(r) = self.rate {
             let _ = writeln!(
                 s,

@@ -289,8 +289,9 @@ async fn hold(sh: &Shared, st: &RefCell<Stats>) {
     request(sh, st, c, None).await;
 }
 
-/// TCP connect and TLS handshake, recorded; `None` on failure (counted).
-async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
+/// TCP connect (with `TCP_NODELAY`), its time recorded; the socket and when it connected, or
+/// `None` on failure (counted).
+async fn connect_tcp(sh: &Shared, st: &RefCell<Stats>) -> Option<(TcpStream, Instant)> {
     let t0 = Instant::now();
     let tcp = match timeout(sh.plan.opts.timeout, tcp_connect(sh.plan.addr, sh.plan.opts.tfo)).await {
         Ok(Ok(tcp)) => tcp,
@@ -310,6 +311,12 @@ async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
     let _ = tcp.set_nodelay(true);
     let t1 = Instant::now();
     st.borrow_mut().record_connect(t1 - t0);
+    Some((tcp, t1))
+}
+
+/// TCP connect and TLS handshake, recorded; `None` on failure (counted).
+async fn open(sh: &Shared, st: &RefCell<Stats>) -> Option<Conn> {
+    let (tcp, t1) = connect_tcp(sh, st).await?;
     let (ssl, offered) = match sh.client.new_ssl() {
         Ok(x) => x,
         Err(e) => {

@@ -424,6 +424,7 @@ fn lean_completes_full_tls13_handshakes_that_the_server_counts() {
     let (code, stdout, s) = bench(&f, &["--lean", "-c", "3", "-t", "2", "-n", "90"]);
     assert_eq!(code, 0, "{stdout}");
     assert_eq!(s["mode"], "new-conn");
+    assert!(stdout.contains("lean: full TLS 1.3 handshakes only"), "{stdout}");
     assert_eq!(n(&s, "errors_total"), 0, "{stdout}");
     assert_eq!(
         (n(&s, "requests"), n(&s, "handshakes"), n(&s, "full")),

@@ -122,6 +122,24 @@ struct Record<'a> {
 }
 
 impl Records {
+    /// Empties the buffer for a new connection (its allocation is kept).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.consumed = 0;
+    }
+
+    /// Reads and drops everything up to the end of the stream (a reset ends it too), in the
+    /// buffer this reader already has.
+    async fn discard_to_end(&mut self, tcp: &mut TcpStream) {
+        self.clear();
+        if self.buf.capacity() < 4096 {
+            self.buf.reserve(16 * 1024);
+        }
+        while matches!(tcp.read_buf(&mut self.buf).await, Ok(n) if n > 0) {
+            self.buf.clear();
+        }
+    }
+
     /// The next whole record; `None` at the end of the stream.
     async fn next(&mut self, tcp: &mut TcpStream) -> std::io::Result<Option<Record<'_>>> {
         self.buf.drain(..self.consumed);
@@ -288,7 +306,7 @@ pub async fn exchange(
         }
     };
     // The server closes after a `Connection: close` response: wait for it (a reset is fine).
-    let _ = tokio::io::copy(tcp, &mut tokio::io::sink()).await;
+    records.discard_to_end(tcp).await;
     Ok(Response {
         first_byte: first_byte.unwrap_or_else(Instant::now),
         status,

@@ -2,15 +2,14 @@
 //! handshake done with the least client work and one request, recorded like `--new-conn` (the
 //! request's latency counts from before the connect, or from its intended start under `--rate`).
 
-use super::{count_error, pace, record_outcome, Pacer, Response, Shared};
+use super::{connect_tcp, count_error, pace, record_outcome, Pacer, Response, Shared};
 use crate::lean::{exchange, handshake, Lean, LeanError, Records};
 use crate::report::{ErrorKind, Stats};
-use crate::tls_opts::tcp_connect;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::time::timeout;
 
 /// One connection slot of a thread sharing `lean`.
@@ -29,26 +28,10 @@ pub(super) async fn connection(sh: Arc<Shared>, st: Rc<RefCell<Stats>>, lean: Rc
 /// One connection: connect, handshake, request, read to the server's close.
 async fn once(sh: &Shared, st: &RefCell<Stats>, lean: &Lean, records: &mut Records, started: Instant) {
     let limit = sh.plan.opts.timeout;
-    let t0 = Instant::now();
-    let mut tcp = match timeout(limit, tcp_connect(sh.plan.addr, sh.plan.opts.tfo)).await {
-        Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => {
-            st.borrow_mut().error_with(ErrorKind::Connect, &e);
-            count_error(sh);
-            // Do not spin on a refused port or exhausted ephemeral ports.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            return;
-        }
-        Err(_) => {
-            st.borrow_mut().error(ErrorKind::Timeout);
-            count_error(sh);
-            return;
-        }
+    let Some((mut tcp, t1)) = connect_tcp(sh, st).await else {
+        return;
     };
-    let _ = tcp.set_nodelay(true);
-    let t1 = Instant::now();
-    st.borrow_mut().record_connect(t1 - t0);
-    *records = Records::default();
+    records.clear();
     let est = match timeout(limit, handshake(lean, &mut tcp, records)).await {
         Ok(Ok(est)) => est,
         Ok(Err(e)) => {
