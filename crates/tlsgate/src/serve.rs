@@ -214,12 +214,12 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     // cannot, the old process keeps the address and this one serves TCP.
     let mut adopted = inherited.as_mut().map(|i| i.take_quic()).unwrap_or_default();
     let quic_secret = inherited.as_mut().and_then(|i| i.take_quic_secret());
-    let (mut quic, quic_handed, quic_secret) =
+    let (mut quic, quic_handed, quic_surplus, quic_secret) =
         match tlsgate_proxy::downstream::quic::bind(&config, workers, &mut adopted, quic_secret) {
-            Ok(b) => (b.workers.into_iter(), b.handed, b.secret),
+            Ok(b) => (b.workers.into_iter(), b.handed, b.surplus, b.secret),
             Err(e) if inherited.is_some() => {
                 tracing::warn!("HTTP/3 not served by this process after the upgrade: {e}");
-                (Vec::new().into_iter(), Vec::new(), None)
+                (Vec::new().into_iter(), Vec::new(), None, None)
             }
             Err(e) => return Err(e.into()),
         };
@@ -267,6 +267,7 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         &config,
         handed,
         quic_secret,
+        quic_surplus,
         upgrade_listener,
         stale_upgrade_socket,
     )?;

@@ -12,9 +12,11 @@
 //!   then a barrier) while the old one says nothing more to systemd;
 //! - HTTP/3: the successor takes the QUIC sockets over; a response streaming over QUIC across
 //!   the upgrade finishes (the client's datagrams the successor reads reach the old process over
-//!   their link), and new QUIC connections reach the successor; the same across 2 → 3 → 1
-//!   workers without a cluster secret (the surplus sockets relay new connections to a worker,
-//!   and the reset secret is handed over: the last process resets with the first one's tokens).
+//!   their link), and new QUIC connections reach the successor; the same across 2 → 3 → 1 → 2
+//!   workers without a cluster secret (the surplus sockets relay new connections to a worker
+//!   while the old process drains and are closed once it has exited, the group then grows again
+//!   in order, and the reset secret is handed over: each process resets with the first one's
+//!   tokens).
 
 mod common;
 mod h3_env;
@@ -574,15 +576,18 @@ fn reset_token(port: u16) -> Vec<u8> {
     buf[n - 16..n].to_vec()
 }
 
-/// HTTP/3 across upgrades that change the number of workers (2 → 3 → 1): each successor takes
-/// the old process's QUIC sockets over (with more workers, new sockets join the group after
-/// them; with fewer, the surplus sockets stay and are read too, since closing one would reorder
-/// the group under the steering program), a response streaming over the old process's
-/// connection finishes across each upgrade, and new connections from many source ports are
-/// all served — with one worker and three sockets, most land on a surplus socket, which passes
-/// them to the worker (`what="relayed"`). Without a cluster secret, the reset secret is handed
-/// over too: once the old processes are gone, the successor's stateless resets carry the
-/// tokens the first process promised its clients.
+/// HTTP/3 across upgrades that change the number of workers (2 → 3 → 1 → 2): each successor
+/// takes the old process's QUIC sockets over (with more workers, new sockets join the group
+/// after them; with fewer, the surplus sockets stay and are read too while the old process
+/// runs, since closing one would reorder the group under the steering program), and a response
+/// streaming over the old process's connection finishes across each upgrade. With one worker and
+/// three sockets, new connections made while the old process drains land mostly on a surplus
+/// socket, which passes them to the worker (`what="relayed"`); once the old process has exited,
+/// the successor closes the two surplus sockets (the kernel then holds one socket on the port),
+/// new connections reach the worker's socket directly, and a further upgrade to two workers
+/// grows the group again with each worker's datagrams steered to its own socket (nothing
+/// forwarded between workers). Without a cluster secret, the reset secret is handed over too:
+/// the successors' stateless resets carry the tokens the first process promised its clients.
 #[test]
 fn http3_follows_upgrades_that_change_the_number_of_workers() {
     let origin = Origin::start("o1");
@@ -593,36 +598,96 @@ fn http3_follows_upgrades_that_change_the_number_of_workers() {
     let url = |p: &str| format!("https://localhost:{}{p}", setup.https);
     let token = reset_token(setup.https);
     h3_env::h3client();
-    for (step, workers) in [3usize, 1].into_iter().enumerate() {
-        let new = stream_across_upgrade(&setup, &ca, 20, || {
-            setup.upgrade(&format!("step{step}"), &config(workers), &mut old)
-        });
-        assert!(
-            !new.log().contains("HTTP/3 not served"),
-            "{workers} workers did not take the QUIC sockets over:\n{}",
-            new.log()
-        );
-        // New connections (a new source port each): every one served by the successor.
-        for _ in 0..12 {
+    let new_connections = |n: usize, who: &Served| {
+        for _ in 0..n {
             let got = h3_env::client(&ca, &["-url", &url("/echo?x=1")]);
-            assert!(
-                got.len() == 1 && got[0]["status"] == 200,
-                "{workers} workers: {got:?}\n{}",
-                new.log()
-            );
+            assert!(got.len() == 1 && got[0]["status"] == 200, "{got:?}\n{}", who.log());
         }
-        assert_eq!(
-            reset_token(setup.https),
-            token,
-            "the successor's resets are not the first process's\n{}",
-            new.log()
+    };
+    // 2 → 3: new sockets join the group.
+    old = stream_across_upgrade(&setup, &ca, 20, || setup.upgrade("step0", &config(3), &mut old));
+    assert!(!old.log().contains("HTTP/3 not served"), "{}", old.log());
+    new_connections(12, &old);
+    assert_eq!(reset_token(setup.https), token, "{}", old.log());
+    assert_eq!(udp_sockets_on(setup.https), 3);
+
+    // 3 → 1 while the old process still streams a response.
+    let streaming = format!("https://localhost:{}/stream?chunks=40&ms=100", setup.https);
+    let one = std::thread::scope(|s| {
+        let inflight = s.spawn(|| h3_env::client(&ca, &["-url", &streaming]));
+        std::thread::sleep(Duration::from_millis(800));
+        let one = setup.serve("step1", &config(1), true, None);
+        assert!(
+            common::wait_until(WAIT, || one.log().contains("upgrade complete")),
+            "{}",
+            one.log()
         );
-        old = new;
-    }
+        assert!(old.running(), "the old process drains its streaming response");
+        assert_eq!(
+            udp_sockets_on(setup.https),
+            3,
+            "the old process's sockets all stay while it runs"
+        );
+        new_connections(12, &one);
+        let got = inflight.join().unwrap();
+        assert!(
+            got.len() == 1 && got[0]["status"] == 200 && got[0]["error"].is_null(),
+            "{got:?}\n{}",
+            one.log()
+        );
+        one
+    });
+    assert_eq!(old.wait_exit(WAIT), Some(0), "{}", old.log());
     assert!(
-        setup.metric("tlsgate_quic_datagrams_total", &["what=\"relayed\""]) > 0.0,
-        "no new connection reached a surplus socket\n{}",
-        old.log()
+        common::wait_until(WAIT, || one.log().contains("closed 2 surplus QUIC socket(s)")),
+        "the surplus sockets were not closed after the old process exited\n{}",
+        one.log()
     );
-    assert!(setup.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 12.0);
+    assert_eq!(udp_sockets_on(setup.https), 1, "{}", one.log());
+    let relayed = setup.metric("tlsgate_quic_datagrams_total", &["what=\"relayed\""]);
+    assert!(
+        relayed > 0.0,
+        "no new connection reached a surplus socket\n{}",
+        one.log()
+    );
+    new_connections(12, &one);
+    assert_eq!(
+        setup.metric("tlsgate_quic_datagrams_total", &["what=\"relayed\""]),
+        relayed,
+        "a datagram reached a closed surplus socket's place"
+    );
+    assert_eq!(reset_token(setup.https), token, "{}", one.log());
+    old = one;
+
+    // 1 → 2: the group grows from the one socket left.
+    let two = stream_across_upgrade(&setup, &ca, 20, || setup.upgrade("step2", &config(2), &mut old));
+    assert_eq!(udp_sockets_on(setup.https), 2, "{}", two.log());
+    new_connections(16, &two);
+    assert_eq!(
+        setup.metric("tlsgate_quic_datagrams_total", &["what=\"forwarded\""]),
+        0.0,
+        "datagrams reached another worker's socket: the group's order is off\n{}",
+        two.log()
+    );
+    assert!(setup.metric("tlsgate_requests_total", &["protocol=\"h3\""]) >= 16.0);
+    assert_eq!(reset_token(setup.https), token, "{}", two.log());
+}
+
+/// UDP sockets bound to local port `port` in this network namespace, of every process.
+fn udp_sockets_on(port: u16) -> usize {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .is_some_and(|local| local.ends_with(&suffix))
+                })
+                .count()
+        })
+        .sum()
 }

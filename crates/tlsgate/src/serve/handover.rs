@@ -55,6 +55,10 @@ pub enum Event {
     TakenOver(Result<u32, UpgradeError>),
 }
 
+/// QUIC sockets taken over beyond the workers (`quic::surplus`), shared by the handover (which
+/// hands them on) and the upgrade machinery (which closes them once the old process is gone).
+pub type QuicSurplus = Arc<Mutex<Option<tlsgate_proxy::downstream::quic::surplus::Surplus>>>;
+
 /// The state a successor takes over, and the one-at-a-time lock.
 pub struct Handover {
     gateway: Arc<Gateway>,
@@ -63,6 +67,9 @@ pub struct Handover {
     sockets: Mutex<Option<Vec<(SocketKind, OwnedFd)>>>,
     /// The QUIC reset and Retry secret (when HTTP/3 is served).
     quic_secret: Option<[u8; 32]>,
+    /// QUIC sockets taken over beyond this process's workers, until closed: a successor gets
+    /// them after the workers' (each group whole, in order).
+    quic_surplus: QuicSurplus,
     /// The process ID of the successor being served now.
     busy: Mutex<Option<u32>>,
     handed_over: AtomicBool,
@@ -75,12 +82,14 @@ impl Handover {
         gateway: Arc<Gateway>,
         sockets: Vec<(SocketKind, OwnedFd)>,
         quic_secret: Option<[u8; 32]>,
+        quic_surplus: QuicSurplus,
         events: tokio::sync::mpsc::UnboundedSender<Event>,
     ) -> Arc<Self> {
         Arc::new(Self {
             gateway,
             sockets: Mutex::new(Some(sockets)),
             quic_secret,
+            quic_surplus,
             busy: Mutex::new(None),
             handed_over: AtomicBool::new(false),
             events,
@@ -96,6 +105,18 @@ impl Handover {
     /// The successor being served now, if any.
     pub fn in_progress(&self) -> Option<u32> {
         *lock(&self.busy)
+    }
+
+    /// Runs `f` while no successor can start (one asking now waits for it); `None` without
+    /// running it when one is taking over or has taken over.
+    pub fn without_successor<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let busy = lock(&self.busy);
+        if busy.is_some() || self.handed_over() {
+            return None;
+        }
+        let r = f();
+        drop(busy);
+        Some(r)
     }
 
     /// Draining starts: no successor can be served any more; the duplicates are closed.
@@ -275,7 +296,12 @@ impl Handover {
                 let _ = channel.send(&Message::Refused { reason });
                 return Err(UpgradeError::Refused(reason.into()));
             };
-            for chunk in sockets.chunks(handoff::MAX_SOCKETS_PER_FRAME) {
+            let surplus = lock(&self.quic_surplus);
+            let surplus = surplus.as_ref().map(|s| s.handed()).unwrap_or_default();
+            for chunk in sockets
+                .chunks(handoff::MAX_SOCKETS_PER_FRAME)
+                .chain(surplus.chunks(handoff::MAX_SOCKETS_PER_FRAME))
+            {
                 let kinds = chunk.iter().map(|(k, _)| *k).collect();
                 let fds: Vec<_> = chunk.iter().map(|(_, fd)| fd.as_fd()).collect();
                 channel.send_with_fds(&Message::Sockets { kinds }, &fds)?;
@@ -335,7 +361,7 @@ fn failed(reason: &str) -> UpgradeError {
 }
 
 /// A lock that outlives a panic elsewhere (the data is a plain value, never half-written).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -11,14 +11,16 @@
 //! [`takeover`]: super::takeover
 
 use super::channel::UpgradeError;
-use super::handover::{Event, Handover, UPGRADE_TIMEOUT};
+use super::handover::{lock, Event, Handover, QuicSurplus, UPGRADE_TIMEOUT};
 use super::takeover::{Confirmed, Takeover};
 use super::{notify, successor, upgrade_socket};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tlsgate_config::Config;
 use tlsgate_error::Classify;
+use tlsgate_proxy::downstream::quic::surplus::Surplus;
 use tlsgate_proxy::Gateway;
 use tlsgate_wire::handoff::SocketKind;
 use tokio::sync::mpsc;
@@ -86,7 +88,12 @@ pub struct Upgrades {
     /// An upgrade socket the old process used and this configuration moved away from.
     stale_path: Option<PathBuf>,
     is_main: bool,
+    /// QUIC sockets taken over beyond the workers, closed once the old process has exited.
+    quic_surplus: QuicSurplus,
 }
+
+/// How often a successor looks whether the old process has exited (to close surplus sockets).
+const EXIT_POLL: Duration = Duration::from_millis(200);
 
 impl Upgrades {
     /// Sets up for `gateway`: `sockets` are duplicates of every listening socket (with the
@@ -96,14 +103,22 @@ impl Upgrades {
         config: &Config,
         mut sockets: Vec<(SocketKind, OwnedFd)>,
         quic_secret: Option<[u8; 32]>,
+        quic_surplus: Option<Surplus>,
         listener: Option<std::os::unix::net::UnixListener>,
         stale_path: Option<PathBuf>,
     ) -> std::io::Result<Self> {
         let (events_tx, events) = mpsc::unbounded_channel();
+        let quic_surplus: QuicSurplus = Arc::new(Mutex::new(quic_surplus));
         let handover = match &listener {
             Some(l) => {
                 sockets.push((SocketKind::Upgrade, OwnedFd::from(l.try_clone()?)));
-                Some(Handover::new(gateway.clone(), sockets, quic_secret, events_tx.clone()))
+                Some(Handover::new(
+                    gateway.clone(),
+                    sockets,
+                    quic_secret,
+                    quic_surplus.clone(),
+                    events_tx.clone(),
+                ))
             }
             None => None,
         };
@@ -117,6 +132,7 @@ impl Upgrades {
             takeover: None,
             stale_path,
             is_main: true,
+            quic_surplus,
         })
     }
 
@@ -200,6 +216,7 @@ impl Upgrades {
                     old,
                     "upgrade complete: this process serves; process {old} drains and exits"
                 );
+                self.close_quic_surplus_after(old);
                 Flow::Continue
             }
             Event::TakenOver(Err(e)) => {
@@ -210,6 +227,34 @@ impl Upgrades {
                 Flow::Failed
             }
         }
+    }
+
+    /// Closes the QUIC sockets taken over beyond this process's workers once process `old`
+    /// has exited (its connections named them), unless a successor has taken them over by then
+    /// (it gets them with the rest and decides for itself).
+    fn close_quic_surplus_after(&self, old: u32) {
+        if lock(&self.quic_surplus).is_none() {
+            return;
+        }
+        let surplus = self.quic_surplus.clone();
+        let handover = self.handover.clone();
+        tokio::spawn(async move {
+            let watched = ProcessId::read(old);
+            while watched.as_ref().is_some_and(ProcessId::running) {
+                tokio::time::sleep(EXIT_POLL).await;
+            }
+            let retire = move || {
+                let close = || lock(&surplus).take().map(|s| s.retire(Duration::from_secs(2)));
+                let closed = match &handover {
+                    Some(h) => h.without_successor(close),
+                    None => Some(close()),
+                };
+                if closed.is_none() {
+                    tracing::info!("upgrade: a successor took the surplus QUIC sockets over; not closing them");
+                }
+            };
+            let _ = tokio::task::spawn_blocking(retire).await;
+        });
     }
 
     /// SIGUSR2: start a successor.
@@ -258,4 +303,65 @@ fn confirm(takeover: Takeover, listeners: usize, generation: u64) -> Result<u32,
     }
     notify::took_over(listeners, generation, old);
     Ok(old)
+}
+
+/// A process, told apart from a later one with the same ID by its start time.
+struct ProcessId {
+    pid: u32,
+    start: String,
+}
+
+impl ProcessId {
+    /// `None` when no process `pid` runs now.
+    fn read(pid: u32) -> Option<Self> {
+        let start = process_start(pid)?;
+        Some(Self { pid, start })
+    }
+
+    /// Whether it still runs (a zombie does not: it has closed its descriptors).
+    fn running(&self) -> bool {
+        process_start(self.pid).is_some_and(|s| s == self.start)
+    }
+}
+
+/// The start time of running process `pid` (`/proc/PID/stat` field 22), `None` when it is gone
+/// or a zombie.
+fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    // After the state (field 3), field 22 is the 19th.
+    fields.nth(18).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_runs_until_it_has_exited_and_a_zombie_does_not() {
+        let me = ProcessId::read(std::process::id()).expect("this process");
+        assert!(me.running());
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let watched = ProcessId::read(child.id()).expect("the child runs");
+        assert!(watched.running());
+        child.kill().unwrap();
+        // Killed but not reaped yet: a zombie.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while watched.running() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!watched.running(), "a zombie counts as exited");
+        child.wait().unwrap();
+        assert!(!watched.running());
+        assert!(ProcessId::read(child.id()).is_none());
+        let other = ProcessId {
+            pid: std::process::id(),
+            start: "0".into(),
+        };
+        assert!(!other.running(), "another start time: another process");
+    }
 }

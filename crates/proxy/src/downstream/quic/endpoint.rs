@@ -23,6 +23,7 @@ use super::cid::{self, Secret, CID_LEN};
 use super::conn::{self, Accepted, Datagram};
 use super::link::{Link, Peer};
 use super::metrics as m;
+use super::surplus::{self, Retiring};
 use super::tls::QuicTls;
 use super::token;
 use super::udp::QuicSocket;
@@ -69,6 +70,8 @@ pub struct Endpoint {
     pub relay_to: Option<usize>,
     /// Keeps a surplus socket's forwarding queue open (nothing is forwarded to it).
     pub _unused_queue: Option<mpsc::Sender<Forwarded>>,
+    /// On a surplus socket: the signal to close it once the old process has exited.
+    pub retiring: Option<Retiring>,
     /// Gateway state.
     pub gateway: Arc<Gateway>,
     /// The worker's socket.
@@ -131,6 +134,8 @@ impl Endpoint {
         };
         let (successor, predecessor) = (s.ep.to_successor.clone(), s.ep.to_predecessor.clone());
         let (mut from_successor, mut from_predecessor) = (Vec::new(), Vec::new());
+        let mut retire = s.ep.retiring.as_ref().map(|r| r.signal.clone());
+        let mut close_at = None;
         // One GRO train at most: 64 KiB.
         let mut buf = vec![0u8; 65_536];
         let mut cmsg = nix::cmsg_space!(i32);
@@ -168,6 +173,30 @@ impl Endpoint {
                 r = shutdown.changed(), if !s.draining => {
                     let _ = r;
                     s.draining = true;
+                }
+                // A surplus socket: nothing is steered here any more; read what was queued.
+                r = async {
+                    match &mut retire {
+                        Some(rx) => rx.wait_for(|closing| *closing).await.map(|_| ()),
+                        None => std::future::pending().await,
+                    }
+                }, if close_at.is_none() => match r {
+                    Ok(()) => close_at = Some(Box::pin(tokio::time::sleep(surplus::GRACE))),
+                    Err(_) => retire = None,
+                },
+                () = async {
+                    match &mut close_at {
+                        Some(t) => t.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    s.count_received();
+                    // The socket closes before the retiring side hears of it.
+                    let retiring = s.ep.retiring.take();
+                    drop(s);
+                    drop(socket);
+                    drop(retiring);
+                    return;
                 }
             }
             if s.draining && s.conns.is_empty() {

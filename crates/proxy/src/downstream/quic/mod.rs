@@ -8,7 +8,9 @@
 //! accepts connections with the generation's [`tls`] settings. Each connection is a task
 //! ([`conn`], its packets out in GSO batches: [`send`]) whose HTTP/3 requests ([`streams`],
 //! bodies in [`body`]) go to the same proxy layer as HTTP/1.1 and HTTP/2
-//! (`request::service::handle`). TCP responses advertise it with `Alt-Svc` ([`alt_svc`]). Counted in [`metrics`] (protocol="h3"); failures in [`error`].
+//! (`request::service::handle`). TCP responses advertise it with `Alt-Svc` ([`alt_svc`]). A
+//! binary upgrade's two processes pass each other datagrams over a [`link`]; sockets taken over
+//! beyond the workers are closed once the old process has exited ([`surplus`]). Counted in [`metrics`] (protocol="h3"); failures in [`error`].
 
 pub mod alt_svc;
 pub mod body;
@@ -21,6 +23,7 @@ pub mod metrics;
 pub mod send;
 pub mod socket;
 pub mod streams;
+pub mod surplus;
 pub mod tls;
 pub mod token;
 pub mod udp;
@@ -55,6 +58,8 @@ struct WorkerSocket {
     relay_to: Option<usize>,
     /// Keeps a surplus socket's (never used) forwarding queue open.
     _unused_queue: Option<mpsc::Sender<Forwarded>>,
+    /// A surplus socket's signal to close once the old process has exited.
+    retiring: Option<surplus::Retiring>,
     peers: Arc<Vec<mpsc::Sender<Forwarded>>>,
     forwarded: mpsc::Receiver<Forwarded>,
     secret: cid::Secret,
@@ -79,8 +84,11 @@ pub struct Bound {
     /// Each worker's share.
     pub workers: Vec<QuicWorker>,
     /// What a successor would take over: per socket, in each group's order, a duplicate of the
-    /// socket and the other end of its link.
+    /// socket and the other end of its link (the workers' sockets; the surplus' are in `surplus`).
     pub handed: Vec<(SocketKind, OwnedFd)>,
+    /// Sockets taken over beyond the workers (an upgrade to fewer workers), to close once the old
+    /// process has exited ([`surplus::Surplus::retire`]).
+    pub surplus: Option<surplus::Surplus>,
     /// The reset and Retry secret, for a successor (none when QUIC is off).
     pub secret: Option<[u8; 32]>,
 }
@@ -98,6 +106,7 @@ pub fn bind(
     let workers = workers.max(1);
     let mut out: Vec<QuicWorker> = (0..workers).map(|_| QuicWorker { endpoints: Vec::new() }).collect();
     let mut handed = Vec::new();
+    let mut surplus = surplus::Builder::new();
     let addresses = config.quic_addresses();
     let secret = match config.cluster.as_ref().and_then(|c| c.secret_files.first()) {
         Some(path) if !addresses.is_empty() => {
@@ -119,20 +128,33 @@ pub fn bind(
                 tracing::warn!(%addr, error = %e, "cannot attach the QUIC steering program; forwarding between workers instead");
             }
         }
+        if group.len() > workers {
+            let member = group[0]
+                .0
+                .try_clone()
+                .map_err(|source| QuicError::Bind { addr, source })?;
+            surplus.group(addr, member, workers, group.len() - workers);
+        }
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel(FORWARD_QUEUE)).unzip();
         let peers = Arc::new(txs);
         let mut rxs = rxs.into_iter();
         for (index, (socket, to_predecessor)) in group.into_iter().enumerate() {
             let fail = |source| QuicError::Bind { addr, source };
             let (to_successor, theirs) = UnixDatagram::pair().map_err(fail)?;
-            handed.push((SocketKind::Quic, OwnedFd::from(socket.try_clone().map_err(fail)?)));
-            handed.push((SocketKind::QuicLink, OwnedFd::from(theirs)));
+            let dup = OwnedFd::from(socket.try_clone().map_err(fail)?);
+            if index < workers {
+                handed.push((SocketKind::Quic, dup));
+                handed.push((SocketKind::QuicLink, OwnedFd::from(theirs)));
+            } else {
+                surplus.hand(SocketKind::Quic, dup);
+                surplus.hand(SocketKind::QuicLink, OwnedFd::from(theirs));
+            }
             let worker = index % workers;
-            let (forwarded, relay_to, unused_queue) = match rxs.next() {
-                Some(rx) => (rx, None, None),
+            let (forwarded, relay_to, unused_queue, retiring) = match rxs.next() {
+                Some(rx) => (rx, None, None, None),
                 None => {
                     let (tx, rx) = mpsc::channel(1);
-                    (rx, Some(worker), Some(tx))
+                    (rx, Some(worker), Some(tx), Some(surplus.retiring()))
                 }
             };
             out[worker].endpoints.push(WorkerSocket {
@@ -140,6 +162,7 @@ pub fn bind(
                 index,
                 relay_to,
                 _unused_queue: unused_queue,
+                retiring,
                 peers: peers.clone(),
                 forwarded,
                 secret: secret.clone(),
@@ -151,16 +174,18 @@ pub fn bind(
     Ok(Bound {
         workers: out,
         handed,
+        surplus: surplus.build(),
         secret: handed_secret,
     })
 }
 
 /// The SO_REUSEPORT group of `addr` for `workers` workers, in the group's order, each socket
 /// with its link to the old process when it was taken over from one. Taken-over sockets all
-/// stay (closing one would move the group's last socket into its place, and the steering
-/// program would then send that socket's connections to the wrong process): with fewer workers
-/// than the old process had, the surplus ones are read too (their connections are the old
-/// process's; new ones are passed to a worker), with more, new sockets join after them.
+/// stay while the old process runs (closing one would move the group's last socket into its
+/// place, and the steering program would then send that socket's connections to the wrong
+/// process): with fewer workers than the old process had, the surplus ones are read too (their
+/// connections are the old process's; new ones are passed to a worker) until the old process
+/// has exited ([`surplus`]), with more, new sockets join after them.
 fn group(
     addr: SocketAddr,
     workers: usize,
@@ -210,6 +235,7 @@ impl QuicWorker {
                 worker: e.index,
                 relay_to: e.relay_to,
                 _unused_queue: e._unused_queue,
+                retiring: e.retiring,
                 gateway: gateway.clone(),
                 socket,
                 secret: e.secret,

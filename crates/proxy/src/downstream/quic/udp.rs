@@ -12,7 +12,9 @@
 //!   destination connection ID, the byte that names the owning worker in every ID the gateway
 //!   issues (`cid`): a client whose address changed (NAT rebinding, migration) still reaches its
 //!   worker, with no forwarding between workers. A value out of range (a client-chosen ID of an
-//!   Initial, a foreign ID) makes the kernel fall back to its address hash.
+//!   Initial, a foreign ID) makes the kernel fall back to its address hash. A group with more
+//!   sockets than workers (taken over from an old process with more) gets [`within_program`]
+//!   before its surplus sockets are closed: every index modulo the workers, so none reaches them.
 //!
 //! Safe code throughout: `nix` wraps the system calls.
 
@@ -216,9 +218,48 @@ pub fn steering_program(cid_len: u8) -> Vec<libc::sock_filter> {
     ]
 }
 
+/// The steering program of a group whose sockets from index `workers` on are about to close
+/// (`surplus`): the owner byte as in [`steering_program`] (a long header's first ID byte
+/// whatever the ID's length, a client's random one included), taken modulo `workers`, so the
+/// kernel neither names nor hashes to a socket beyond them. A worker's own IDs (below
+/// `workers`) keep their socket.
+pub fn within_program(workers: u32) -> Vec<libc::sock_filter> {
+    const LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+    const MOD_K: u16 = (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16;
+    const RET_A: u16 = (libc::BPF_RET | libc::BPF_A) as u16;
+    let op = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    vec![
+        // 0: A = first byte
+        op(LD_B_ABS, 0, 0, 0),
+        // 1: long header? -> 2, else -> 4
+        op(JSET_K, 0x80, 0, 2),
+        // 2: A = first byte of the long header's DCID
+        op(LD_B_ABS, LONG_DCID_LEN_AT + 1, 0, 0),
+        // 3: -> 5
+        op(JA, 1, 0, 0),
+        // 4: A = first byte of the short header's DCID
+        op(LD_B_ABS, 1, 0, 0),
+        // 5: A %= workers
+        op(MOD_K, workers.max(1), 0, 0),
+        // 6: return A
+        op(RET_A, 0, 0, 0),
+    ]
+}
+
 /// Attaches [`steering_program`] to the SO_REUSEPORT group of `member` (any bound socket of it).
 pub fn steer_by_connection_id(member: &impl AsFd, cid_len: u8) -> io::Result<()> {
-    let mut program = steering_program(cid_len);
+    attach(member, steering_program(cid_len))
+}
+
+/// Attaches [`within_program`] to the SO_REUSEPORT group of `member`: from now on no datagram
+/// reaches a socket at index `workers` or beyond.
+pub fn steer_within(member: &impl AsFd, workers: u32) -> io::Result<()> {
+    attach(member, within_program(workers))
+}
+
+fn attach(member: &impl AsFd, mut program: Vec<libc::sock_filter>) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: u16::try_from(program.len()).expect("a short program"),
         filter: program.as_mut_ptr(),
@@ -245,12 +286,20 @@ mod tests {
                 },
                 c if c == libc::BPF_JMP => {
                     let taken = match u32::from(i.code) & 0xf0 {
+                        op if op == libc::BPF_JA => {
+                            pc += i.k as usize + 1;
+                            continue;
+                        }
                         op if op == libc::BPF_JSET => a & i.k != 0,
                         op if op == libc::BPF_JEQ => a == i.k,
                         _ => return 0,
                     };
                     pc += usize::from(if taken { i.jt } else { i.jf });
                 }
+                c if c == libc::BPF_ALU => match u32::from(i.code) & 0xf0 {
+                    op if op == libc::BPF_MOD && i.k != 0 => a %= i.k,
+                    _ => return 0,
+                },
                 c if c == libc::BPF_RET => {
                     return if u32::from(i.code) & 0x18 == libc::BPF_A {
                         a
@@ -287,6 +336,67 @@ mod tests {
         assert_eq!(run_program(&prog, &long(20, 1)), u32::MAX);
         assert_eq!(run_program(&prog, &[0x40]), 0, "too short: the first socket");
         assert_eq!(run_program(&prog, &[]), 0);
+    }
+
+    #[test]
+    fn the_within_program_never_names_a_socket_beyond_the_workers() {
+        let prog = within_program(2);
+        assert_eq!(run_program(&prog, &short(1)), 1, "a worker's own ID keeps its socket");
+        assert_eq!(run_program(&prog, &long(16, 0)), 0);
+        assert_eq!(
+            run_program(&prog, &short(2)),
+            0,
+            "an old process's third worker: modulo"
+        );
+        assert_eq!(run_program(&prog, &long(16, 5)), 1);
+        assert_eq!(
+            run_program(&prog, &long(8, 201)),
+            1,
+            "a client's ID: its first byte, modulo"
+        );
+        for byte in 0..=255u8 {
+            assert!(run_program(&prog, &short(byte)) < 2);
+            assert!(run_program(&prog, &long(8, byte)) < 2);
+        }
+        assert_eq!(run_program(&within_program(1), &long(8, 77)), 0);
+        assert_eq!(run_program(&prog, &[0x40]), 0, "too short: the first socket");
+    }
+
+    /// With [`within_program`] attached, the kernel delivers nothing to the group's sockets
+    /// beyond the workers, whatever the ID and the source port, and the workers' own IDs still
+    /// reach their sockets.
+    #[test]
+    fn the_kernel_sends_nothing_to_a_socket_beyond_the_workers_with_the_within_program() {
+        let group = crate::downstream::quic::socket::bind_workers("127.0.0.1:0".parse().unwrap(), 3).unwrap();
+        let addr = group[0].local_addr().unwrap();
+        steer_within(&group[0], 2).unwrap();
+        for s in &group {
+            s.set_nonblocking(true).unwrap();
+        }
+        let mut sent = 0;
+        for round in 0..8u8 {
+            let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            for byte in [0u8, 1, 2, 3, 200, round] {
+                client.send_to(&short(byte), addr).unwrap();
+                client.send_to(&long(8, byte), addr).unwrap();
+                client.send_to(&long(16, byte), addr).unwrap();
+                sent += 3;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let mut got = [0usize; 3];
+        let mut buf = [0u8; 2048];
+        for (i, s) in group.iter().enumerate() {
+            while let Ok((n, _)) = s.recv_from(&mut buf) {
+                if i < 2 && buf[0] == 0x40 && buf[1] < 2 {
+                    assert_eq!(usize::from(buf[1]), i, "worker {}'s ID reached socket {i}", buf[1]);
+                }
+                assert!(n == 42 || n == 1207, "{n}");
+                got[i] += 1;
+            }
+        }
+        assert_eq!(got[2], 0, "the surplus socket got datagrams: {got:?}");
+        assert_eq!(got[0] + got[1], sent, "{got:?}");
     }
 
     fn runtime() -> tokio::runtime::Runtime {
