@@ -414,6 +414,69 @@ fn chromium_s_connection_survives_a_nat_rebinding() {
 }
 
 #[test]
+fn chromium_moves_its_connection_to_a_new_port_when_its_path_dies() {
+    // Chromium reaches the gateway through a NAT-like relay (each of Chromium's ports gets its
+    // own port towards the gateway). After a first load, the path of Chromium's port is cut
+    // both ways while a request is under way: Chromium notices the path degrading, probes a new
+    // port of its own, and migrates the connection there; the gateway validates the new path
+    // and the request completes on the same connection, then a download and an upload.
+    let origin = Origin::start("o1");
+    let f = common::start(&http3(""), &to_origin(&origin));
+    let nat = udp_relay::Nat::start(format!("127.0.0.1:{}", f.https).parse().unwrap());
+    let port = nat.addr().port();
+    let mut c = Chromium::start(&f, &[force_quic(port)]);
+    let error = c.navigate(&format!("https://localhost:{port}/hello"));
+    assert_eq!(error, None, "{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
+    let first = nat.clients();
+    assert_eq!(first.len(), 1, "{first:?}");
+    nat.cut(first[0]);
+    let got = c.b.eval(
+        "(async () => {
+            const r = await fetch('/hello?after=cut', {cache: 'no-store'});
+            const text = await r.text();
+            const e = performance.getEntriesByName(r.url).pop();
+            return {status: r.status, text, protocol: e ? e.nextHopProtocol : null};
+        })()",
+    );
+    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(got["text"], "Hello, world!", "{got}");
+    assert_eq!(got["protocol"], "h3", "{got}");
+    // Chromium moved to a port of its own, and says so; the gateway answered there.
+    let clients = nat.clients();
+    assert_eq!(clients.len(), 2, "Chromium did not move to another port: {clients:?}");
+    assert!(
+        nat.answered().get(&clients[1]).is_some_and(|n| *n > 0),
+        "{:?}",
+        nat.answered()
+    );
+    let migrated = console_cdp::netlog_events(&c.netlog, "QUIC_PORT_MIGRATION_SUCCESS");
+    assert!(!migrated.is_empty(), "no port migration in Chromium's net log");
+    // The same connection: one handshake, a migration counted, no session closed.
+    assert_eq!(
+        f.gw.metric("tlsgate_quic_handshakes_total", &[]),
+        1.0,
+        "{}",
+        f.gw.metrics()
+    );
+    // The gateway counts the migration once it has validated the new path itself (its
+    // PATH_CHALLENGE answered there), which may come after the response.
+    assert!(
+        common::wait_until(Duration::from_secs(10), || f
+            .gw
+            .metric("tlsgate_quic_migrations_total", &[])
+            >= 1.0),
+        "{}",
+        f.gw.metrics()
+    );
+    // The gateway validated the new path itself: not held to 3x what Chromium sends there.
+    down_and_up(&mut c, &f, 2_000_000, 1_000_000);
+    assert_eq!(nat.clients().len(), 2, "{:?}", nat.clients());
+    assert_eq!(c.quic_closes(), Vec::<String>::new());
+    assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
+}
+
+#[test]
 fn chromium_downloads_and_uploads_whole_over_a_lossy_path() {
     // One datagram in 20 lost each way (5 %), from the first packet: the handshake, a 2 MB
     // download (every byte checked) and a 1 MB upload all complete, with both QUIC stacks

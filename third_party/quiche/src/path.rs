@@ -396,6 +396,7 @@ impl Path {
     }
 
     // Returns whether this path is under path validation process.
+    #[allow(dead_code)] // tlsgate patch: `set_active_path` no longer asks.
     #[inline]
     pub fn under_validation(&self) -> bool {
         matches!(self.state, PathState::Validating | PathState::ValidatingMTU)
@@ -968,10 +969,14 @@ impl PathMap {
             } else {
                 new_active_path.migrating = true;
 
-                // Requests path validation if needed.
-                if !new_active_path.under_validation() {
-                    new_active_path.request_validation();
-                }
+                // tlsgate patch: a fresh challenge even when one is under way.
+                // A challenge sent while the peer only probed this path may
+                // have been answered on the peer's old path (Chromium answers
+                // on its default path, which is the dead one while it probes);
+                // its packet was acknowledged, so it is never declared lost and
+                // resent, and the path would stay unvalidated (and limited to
+                // 3x what the peer sends) for the connection's life.
+                new_active_path.request_validation();
             }
         }
 

@@ -184,3 +184,107 @@ impl Drop for Relay {
         }
     }
 }
+
+/// A relay that plays a NAT in front of clients that change their own port: each client address
+/// gets its own source port towards the server (as a NAT maps each inside address), and what the
+/// server sends to that port goes back to that client address. [`Nat::cut`] makes a client
+/// address's path lose everything both ways (a path that died), so a client that notices it
+/// may move to another port of its own.
+pub struct Nat {
+    front: Arc<UdpSocket>,
+    shared: Arc<NatShared>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+#[derive(Default)]
+struct NatShared {
+    stop: AtomicBool,
+    /// Each client address's socket towards the server, in order of first datagram.
+    mapped: Mutex<Vec<(SocketAddr, Arc<UdpSocket>)>>,
+    /// Client addresses whose path is cut.
+    cut: Mutex<Vec<SocketAddr>>,
+    /// Datagrams the server sent back, by the client address they were for.
+    answered: Mutex<HashMap<SocketAddr, usize>>,
+}
+
+impl Nat {
+    /// Relays between a new local address (`addr()`) and `server`.
+    pub fn start(server: SocketAddr) -> Self {
+        let front = Arc::new(socket());
+        let shared = Arc::new(NatShared::default());
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let (f, s, t) = (front.clone(), shared.clone(), threads.clone());
+        threads.lock().unwrap().push(std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_536];
+            while !s.stop.load(Ordering::Relaxed) {
+                let Ok((n, from)) = f.recv_from(&mut buf) else { continue };
+                if s.cut.lock().unwrap().contains(&from) {
+                    continue;
+                }
+                let known = s
+                    .mapped
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(a, _)| *a == from)
+                    .map(|(_, u)| u.clone());
+                let up = known.unwrap_or_else(|| {
+                    let up = Arc::new(socket());
+                    s.mapped.lock().unwrap().push((from, up.clone()));
+                    let (f2, s2, up2) = (f.clone(), s.clone(), up.clone());
+                    t.lock().unwrap().push(std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 65_536];
+                        while !s2.stop.load(Ordering::Relaxed) {
+                            let Ok((n, _)) = up2.recv_from(&mut buf) else { continue };
+                            if s2.cut.lock().unwrap().contains(&from) {
+                                continue;
+                            }
+                            *s2.answered.lock().unwrap().entry(from).or_default() += 1;
+                            let _ = f2.send_to(&buf[..n], from);
+                        }
+                    }));
+                    up
+                });
+                let _ = up.send_to(&buf[..n], server);
+            }
+        }));
+        Self { front, shared, threads }
+    }
+
+    /// The address clients should use.
+    pub fn addr(&self) -> SocketAddr {
+        self.front.local_addr().unwrap()
+    }
+
+    /// The client addresses seen, in order.
+    pub fn clients(&self) -> Vec<SocketAddr> {
+        self.shared.mapped.lock().unwrap().iter().map(|(a, _)| *a).collect()
+    }
+
+    /// From now on, nothing passes to or from client address `addr`.
+    pub fn cut(&self, addr: SocketAddr) {
+        self.shared.cut.lock().unwrap().push(addr);
+    }
+
+    /// How many datagrams the server sent to each client address.
+    pub fn answered(&self) -> HashMap<SocketAddr, usize> {
+        self.shared.answered.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Nat {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        // The threads started for later clients are pushed while the front thread runs: join
+        // until none is left.
+        loop {
+            let next = self.threads.lock().unwrap().pop();
+            match next {
+                Some(t) => {
+                    let _ = t.join();
+                }
+                None => break,
+            }
+        }
+    }
+}

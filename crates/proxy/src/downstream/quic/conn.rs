@@ -13,6 +13,7 @@
 //! On drain (shutdown, binary upgrade) the connection sends GOAWAY, lets its requests finish and
 //! closes with H3_NO_ERROR; the worker gives it `server.drain_timeout`.
 
+use super::ids::Ids;
 use super::metrics::{self as m, HandshakeLabels, ProtocolLabels, PROTOCOL};
 use super::send::{self, Sent};
 use super::streams::Streams;
@@ -67,10 +68,8 @@ pub struct Accepted {
     pub guard: ConnGuard,
     /// The worker's count of handshakes in progress (this one included).
     pub handshaking: Arc<AtomicUsize>,
-    /// Told the connection IDs to forget when the connection ends.
-    pub done: mpsc::UnboundedSender<Vec<Vec<u8>>>,
-    /// The IDs the endpoint routes to this connection.
-    pub ids: Vec<Vec<u8>>,
+    /// The IDs the endpoint routes to this connection (spares offered once established).
+    pub ids: Ids,
 }
 
 /// Serves one connection to its end.
@@ -85,8 +84,7 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
         tls,
         guard,
         handshaking,
-        done,
-        ids,
+        mut ids,
     } = a;
     let _guard = guard;
     let started = Instant::now();
@@ -198,6 +196,9 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
             }
         }
         if let (Some(h), Some(c)) = (h3.as_mut(), ctx.as_ref()) {
+            if conn.is_established() {
+                ids.refresh(&mut conn);
+            }
             poll_h3(&mut conn, h, c, &mut streams);
             // Confirmed: later requests are not early data (after reading what arrived with
             // the early flag still up: the requests of 0-RTT packets processed late, when
@@ -238,7 +239,7 @@ pub async fn run(gateway: Arc<Gateway>, a: Accepted) {
     }
     m::udp_sent(stats.sent as u64, sent.calls);
     m::paced_waits(sent.paced_waits);
-    let _ = done.send(ids);
+    ids.release();
 }
 
 /// Hands a datagram to quiche (errors are quiche's to act on: it closes when it must), and
@@ -253,6 +254,7 @@ fn recv(conn: &mut quiche::Connection, mut d: Datagram, local: SocketAddr) {
     let _ = conn.recv(&mut d.data, info);
     while let Some(event) = conn.path_event_next() {
         if let quiche::PathEvent::PeerMigrated(_, peer) = event {
+            m::migrated();
             tracing::debug!(%peer, "QUIC connection migrated to a new client address");
         }
     }

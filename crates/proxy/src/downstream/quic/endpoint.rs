@@ -21,6 +21,7 @@
 
 use super::cid::{self, Secret, CID_LEN};
 use super::conn::{self, Accepted, Datagram};
+use super::ids::{IdChange, Ids};
 use super::link::{Link, Peer};
 use super::metrics as m;
 use super::surplus::{self, Retiring};
@@ -92,7 +93,8 @@ struct State {
     local: SocketAddr,
     conns: HashMap<Vec<u8>, mpsc::Sender<Datagram>>,
     handshaking: Arc<AtomicUsize>,
-    done: mpsc::UnboundedSender<Vec<Vec<u8>>>,
+    /// IDs the connections issued or retired.
+    ids: mpsc::UnboundedSender<IdChange>,
     tls: Option<QuicTls>,
     tls_failed: Option<u64>,
     draining: bool,
@@ -115,7 +117,7 @@ impl Endpoint {
                 return;
             }
         };
-        let (done, mut done_rx) = mpsc::unbounded_channel();
+        let (ids, mut ids_rx) = mpsc::unbounded_channel();
         let socket = self.socket.clone();
         let mut shutdown = self.gateway.shutdown_signal();
         let mut s = State {
@@ -123,7 +125,7 @@ impl Endpoint {
             local,
             conns: HashMap::new(),
             handshaking: Arc::new(AtomicUsize::new(0)),
-            done,
+            ids,
             tls: None,
             tls_failed: None,
             draining: false,
@@ -164,12 +166,19 @@ impl Endpoint {
                         None => std::future::pending().await,
                     }
                 } => s.on_datagram(from_predecessor[..n].to_vec(), from, Via { worker: false, process: true }),
-                Some(ids) = done_rx.recv() => {
-                    for id in ids {
-                        s.conns.remove(&id);
+                Some(change) = ids_rx.recv() => match change {
+                    IdChange::Issued { of, id } => {
+                        if let Some(tx) = s.conns.get(&of).cloned() {
+                            s.conns.insert(id, tx);
+                        }
                     }
-                    s.count_received();
-                }
+                    IdChange::Retired(ids) => {
+                        for id in ids {
+                            s.conns.remove(&id);
+                        }
+                        s.count_received();
+                    }
+                },
                 r = shutdown.changed(), if !s.draining => {
                     let _ = r;
                     s.draining = true;
@@ -436,8 +445,7 @@ impl State {
             tls: tls.service.clone(),
             guard,
             handshaking: self.handshaking.clone(),
-            done: self.done.clone(),
-            ids,
+            ids: Ids::new(ids, self.ep.worker, self.ep.secret.clone(), self.ids.clone()),
         };
         tokio::spawn(conn::run(gateway, accepted));
     }

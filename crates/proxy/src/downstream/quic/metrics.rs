@@ -2,7 +2,7 @@
 //! path's: handshakes (by site, resumption and 0-RTT), handshake failures, what happened to
 //! datagrams that reached no connection, and per connection at its end its lost packets and
 //! smoothed RTT, the UDP datapath's datagrams per system call (GSO/GRO at work) and the waits
-//! for a paced packet's release time. Requests
+//! for a paced packet's release time; the client address changes connections followed. Requests
 //! are counted by the access log (`requests_total{protocol="h3"}`).
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -79,6 +79,9 @@ pub struct QuicMetrics {
     /// Times a connection held a packet until the congestion controller's release time
     /// (pacing), counted as each connection ends.
     pub paced_waits: Family<ProtocolLabels, Counter>,
+    /// Connections that followed their client to a new, validated address (a NAT rebinding, or
+    /// a migration the client started).
+    pub migrations: Family<ProtocolLabels, Counter>,
 }
 
 /// The metrics (they outlive configuration generations).
@@ -92,6 +95,7 @@ pub fn metrics() -> &'static QuicMetrics {
         udp_datagrams: Family::default(),
         udp_calls: Family::default(),
         paced_waits: Family::default(),
+        migrations: Family::default(),
     });
     &METRICS
 }
@@ -138,6 +142,14 @@ pub fn paced_waits(waits: u64) {
         .paced_waits
         .get_or_create(&ProtocolLabels { protocol: PROTOCOL })
         .inc_by(waits);
+}
+
+/// Counts a connection moving to its client's new address.
+pub fn migrated() {
+    metrics()
+        .migrations
+        .get_or_create(&ProtocolLabels { protocol: PROTOCOL })
+        .inc();
 }
 
 /// Counts what an endpoint received (in batches, not per datagram).
@@ -189,5 +201,11 @@ pub fn register(registry: &mut Registry) {
         "Times a QUIC connection held a packet until its congestion controller's release time \
          (pacing; BBRv2 only), counted as each connection ends",
         m.paced_waits.clone(),
+    );
+    registry.register(
+        "quic_migrations",
+        "QUIC connections that moved to their client's new, validated address (a NAT rebinding, \
+         or a migration the client started)",
+        m.migrations.clone(),
     );
 }

@@ -5,7 +5,8 @@
 //! a reuseport program steering datagrams to their connection's worker ([`udp`]); each worker
 //! runs an [`endpoint`] that routes datagrams by connection ID ([`cid`]: the first byte names
 //! the owning worker), validates addresses with Retry ([`token`]), sends stateless resets, and
-//! accepts connections with the generation's [`tls`] settings. Each connection is a task
+//! accepts connections with the generation's [`tls`] settings; each connection offers its client
+//! spare IDs to move to a new path with ([`ids`]). Each connection is a task
 //! ([`conn`], its packets out in GSO batches: [`send`]) whose HTTP/3 requests ([`streams`],
 //! bodies in [`body`]) go to the same proxy layer as HTTP/1.1 and HTTP/2
 //! (`request::service::handle`). TCP responses advertise it with `Alt-Svc` ([`alt_svc`]). A
@@ -18,6 +19,7 @@ pub mod cid;
 pub mod conn;
 pub mod endpoint;
 pub mod error;
+pub mod ids;
 pub mod link;
 pub mod metrics;
 pub mod send;
