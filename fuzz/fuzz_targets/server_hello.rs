@@ -3,7 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tlsgate_wire::tls13_flight::{
-    certificate_verify_scheme, first_message, inner_plaintext, record_header, server_hello, RECORD_HEADER_LEN,
+    certificate_has_delegated_credential, certificate_verify_scheme, first_message, inner_plaintext, record_header, server_hello, RECORD_HEADER_LEN,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(content.len() < data.len());
     }
     let _ = certificate_verify_scheme(data);
+    let _ = certificate_has_delegated_credential(data);
     if let Some(h) = data.first_chunk::<RECORD_HEADER_LEN>() {
         let _ = record_header(h);
     }

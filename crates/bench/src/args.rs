@@ -41,6 +41,11 @@ pub struct BenchArgs {
     /// signature. For saturating a server core with full handshakes; implies `--new-conn`.
     #[arg(long, conflicts_with_all = ["handshake_only", "hold", "h2", "h3"])]
     pub lean: bool,
+    /// With `--lean`: offer delegated credentials (RFC 9345, ECDSA P-256); the report's server
+    /// signatures say how many handshakes were signed with one. BoringSSL has no client side
+    /// for them, so only the lean handshake offers them.
+    #[arg(long, requires = "lean")]
+    pub delegated_credentials: bool,
     /// Open `-c` connections, send one request on each, keep them idle for this long, then close.
     #[arg(long, value_parser = parse_duration)]
     pub hold: Option<Duration>,
@@ -164,6 +169,8 @@ pub struct Plan {
     pub h3: bool,
     /// Lean full TLS 1.3 handshakes (`--lean`).
     pub lean: bool,
+    /// Offer delegated credentials in the lean ClientHello (`--delegated-credentials`).
+    pub delegated_credentials: bool,
     /// Streams per HTTP/2 or HTTP/3 connection.
     pub streams: usize,
     /// Target operations per second in all (`--rate`).
@@ -385,6 +392,7 @@ impl BenchArgs {
             h2: self.h2,
             h3: self.h3,
             lean: self.lean,
+            delegated_credentials: self.delegated_credentials,
             streams: self.streams,
             rate: self.rate,
         })

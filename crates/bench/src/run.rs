@@ -168,6 +168,7 @@ fn thread_main(shared: Arc<Shared>, conns: std::ops::Range<usize>) -> anyhow::Re
         Some(Rc::new(crate::lean::Lean::new(
             shared.plan.sni.as_deref(),
             &shared.plan.alpn_wire,
+            shared.plan.delegated_credentials,
         )?))
     } else {
         None

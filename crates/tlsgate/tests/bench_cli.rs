@@ -483,6 +483,7 @@ fn lean_fails_cleanly_against_a_server_that_does_not_speak_tls_and_refuses_other
         &["--lean", "--h2"],
         &["--lean", "--handshake-only"],
         &["--lean", "--cacert", "/dev/null"],
+        &["--delegated-credentials"],
     ] {
         let (code, stderr) = bench_refused(&f, args);
         assert_ne!(code, 0, "{args:?} must be refused");

@@ -179,6 +179,80 @@ fn a_client_asking_for_a_credential_is_served_without_the_key_server_even_while_
     assert_eq!(gw.gw.metric("tlsgate_delegated_credential_handshakes_total", &[]), 4.0);
 }
 
+/// `tlsgate bench --lean --delegated-credentials` offers delegated credentials (its own TLS 1.3
+/// handshake: BoringSSL has no client side for them) and reports the handshakes signed with
+/// one; the key server signs none of them. Without the option the same bench is served through
+/// the key server, one signature per handshake.
+#[test]
+fn bench_lean_offers_delegated_credentials_and_reports_their_use() {
+    let (pki, keys, files, client, _db) = setup();
+    let ks = start_keyserver(&pki, &files, free_port(), &[&keys], DELEGATION_ON);
+    let gw = gateway(&pki, &client, &[ks.addr()], "30m", "10m");
+    assert!(
+        common::wait_until(Duration::from_secs(15), || holds_credential(&gw)),
+        "no credential issued:\n{}",
+        gw.gw.log()
+    );
+    let bench = |extra: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("summary.json");
+        let mut args = vec![
+            "bench",
+            "--lean",
+            "-c",
+            "2",
+            "-n",
+            "20",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let url = format!("https://localhost:{}/", gw.https);
+        args.push(&url);
+        let out = tlsgate_testkit::run(
+            common::binary().to_str().unwrap(),
+            &args,
+            b"",
+            Duration::ZERO,
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status, Some(0), "{}", out.all());
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (out.stdout, s)
+    };
+    let before = ks.ops();
+    let (stdout, s) = bench(&["--delegated-credentials"]);
+    assert_eq!(s["requests"], 20, "{stdout}");
+    assert_eq!(
+        s["sigalgs"]["ecdsa_secp256r1_sha256 (delegated credential)"], 20,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("server signatures: ecdsa_secp256r1_sha256 (delegated credential) 20"),
+        "{stdout}"
+    );
+    assert_eq!(ks.ops(), before, "credential handshakes made no key-server request");
+    assert!(
+        common::wait_until(Duration::from_secs(5), || gw
+            .gw
+            .metric("tlsgate_delegated_credential_handshakes_total", &[])
+            == 20.0),
+        "{}",
+        gw.gw.metrics()
+    );
+    let (stdout, s) = bench(&[]);
+    assert_eq!(s["sigalgs"]["ecdsa_secp256r1_sha256"], 20, "{stdout}");
+    assert!(
+        s["sigalgs"]["ecdsa_secp256r1_sha256 (delegated credential)"].is_null(),
+        "{stdout}"
+    );
+    assert_eq!(
+        ks.ops(),
+        before + 20.0,
+        "one key-server signature per handshake without a credential"
+    );
+}
+
 #[test]
 fn credentials_are_renewed_ahead_of_expiry_and_dropped_when_they_expire() {
     let (pki, keys, files, client, db) = setup();

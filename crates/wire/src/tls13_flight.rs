@@ -148,6 +148,34 @@ pub fn first_message(buf: &[u8]) -> Option<(u8, usize)> {
     (buf.len() >= len).then_some((header[0], len))
 }
 
+/// Handshake type of Certificate.
+pub const CERTIFICATE: u8 = 11;
+/// The `delegated_credential` extension (RFC 9345).
+pub const DELEGATED_CREDENTIAL: u16 = 0x0022;
+
+/// Whether a TLS 1.3 Certificate message (with its header) carries a delegated credential: the
+/// `delegated_credential` extension in the end-entity's CertificateEntry (RFC 9345 §4.1.1).
+/// `None` when the message does not parse.
+pub fn certificate_has_delegated_credential(msg: &[u8]) -> Option<bool> {
+    let mut r = Reader(msg);
+    if r.u8()? != CERTIFICATE {
+        return None;
+    }
+    let mut body = Reader(r.vec24()?);
+    body.vec8()?; // certificate_request_context
+    let mut list = Reader(body.vec24()?);
+    list.vec24()?; // the end-entity's cert_data
+    let mut exts = Reader(list.vec16()?);
+    while !exts.0.is_empty() {
+        let kind = exts.u16()?;
+        exts.vec16()?;
+        if kind == DELEGATED_CREDENTIAL {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
 /// The signature scheme a CertificateVerify message (with its header) names.
 pub fn certificate_verify_scheme(msg: &[u8]) -> Option<u16> {
     match msg {
@@ -219,6 +247,51 @@ mod tests {
         let no_share = hello([1; 32], 0x1301, &[(0x002b, vec![0x03, 0x04])]);
         assert_eq!(server_hello(&no_share), Err(ServerHelloError::NoKeyShare));
         assert_eq!(server_hello(&[1, 0, 0, 0]), Err(ServerHelloError::NotServerHello));
+    }
+
+    fn certificate(leaf_exts: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut exts = Vec::new();
+        for (kind, body) in leaf_exts {
+            exts.extend_from_slice(&kind.to_be_bytes());
+            exts.extend_from_slice(&(body.len() as u16).to_be_bytes());
+            exts.extend_from_slice(body);
+        }
+        let mut entry = vec![0, 0, 3, 0xaa, 0xbb, 0xcc];
+        entry.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+        entry.extend_from_slice(&exts);
+        // A second entry (an intermediate) without extensions.
+        entry.extend_from_slice(&[0, 0, 1, 0xdd, 0, 0]);
+        let mut body = vec![0];
+        body.extend_from_slice(&(entry.len() as u32).to_be_bytes()[1..]);
+        body.extend_from_slice(&entry);
+        let mut msg = vec![CERTIFICATE];
+        msg.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+        msg.extend_from_slice(&body);
+        msg
+    }
+
+    #[test]
+    fn a_delegated_credential_is_found_in_the_leaf_s_extensions() {
+        assert_eq!(certificate_has_delegated_credential(&certificate(&[])), Some(false));
+        assert_eq!(
+            certificate_has_delegated_credential(&certificate(&[(5, b"ocsp"), (DELEGATED_CREDENTIAL, b"dc")])),
+            Some(true)
+        );
+        assert_eq!(
+            certificate_has_delegated_credential(&certificate(&[(5, b"ocsp")])),
+            Some(false)
+        );
+        let whole = certificate(&[(DELEGATED_CREDENTIAL, b"dc")]);
+        for cut in 0..whole.len() {
+            assert_eq!(
+                certificate_has_delegated_credential(&whole[..cut]),
+                None,
+                "cut at {cut}"
+            );
+        }
+        let mut wrong = whole.clone();
+        wrong[0] = 15;
+        assert_eq!(certificate_has_delegated_credential(&wrong), None);
     }
 
     #[test]

@@ -12,8 +12,15 @@ fn ext(out: &mut Vec<u8>, kind: u16, body: &[u8]) {
 }
 
 /// The ClientHello handshake record for `sni` (none: no extension) and `alpn_wire` (the ALPN
-/// list in wire format; empty: no extension) with the X25519 public key `share`.
-pub fn client_hello(sni: Option<&str>, alpn_wire: &[u8], share: &[u8; 32], random: &[u8; 32]) -> Vec<u8> {
+/// list in wire format; empty: no extension) with the X25519 public key `share`; with
+/// `delegated`, the `delegated_credential` extension offering ECDSA P-256 credentials (RFC 9345).
+pub fn client_hello(
+    sni: Option<&str>,
+    alpn_wire: &[u8],
+    delegated: bool,
+    share: &[u8; 32],
+    random: &[u8; 32],
+) -> Vec<u8> {
     let mut exts = Vec::with_capacity(256);
     if let Some(name) = sni {
         let mut body = ((name.len() + 3) as u16).to_be_bytes().to_vec();
@@ -30,6 +37,9 @@ pub fn client_hello(sni: Option<&str>, alpn_wire: &[u8], share: &[u8; 32], rando
     let mut schemes = ((SIGNATURE_SCHEMES.len() * 2) as u16).to_be_bytes().to_vec();
     schemes.extend(SIGNATURE_SCHEMES.iter().flat_map(|s| s.to_be_bytes()));
     ext(&mut exts, 0x000d, &schemes);
+    if delegated {
+        ext(&mut exts, 0x0022, &[0x00, 0x02, 0x04, 0x03]);
+    }
     if !alpn_wire.is_empty() {
         let mut body = (alpn_wire.len() as u16).to_be_bytes().to_vec();
         body.extend_from_slice(alpn_wire);
@@ -57,7 +67,7 @@ mod tests {
 
     #[test]
     fn the_hello_parses_as_a_tls13_client_hello_with_its_extensions() {
-        let record = client_hello(Some("localhost"), b"\x08http/1.1", &[5; 32], &[6; 32]);
+        let record = client_hello(Some("localhost"), b"\x08http/1.1", false, &[5; 32], &[6; 32]);
         assert_eq!(&record[..3], &[22, 3, 1]);
         assert_eq!(
             usize::from(u16::from_be_bytes([record[3], record[4]])),
@@ -71,9 +81,13 @@ mod tests {
         assert_eq!(hello.signature_algorithms, SIGNATURE_SCHEMES.to_vec());
         assert_eq!(&hello.alpn, b"h1");
         assert_eq!(hello.version, 0x0304, "supported_versions offers TLS 1.3");
-        let bare = client_hello(None, b"", &[5; 32], &[6; 32]);
+        let bare = client_hello(None, b"", false, &[5; 32], &[6; 32]);
         let hello = tlsgate_wire::ja4::parse(&bare[9..]).expect("a ClientHello");
         assert!(!hello.sni);
         assert_eq!(hello.extensions, vec![0x002b, 0x000a, 0x0033, 0x000d]);
+        let dc = client_hello(None, b"", true, &[5; 32], &[6; 32]);
+        let hello = tlsgate_wire::ja4::parse(&dc[9..]).expect("a ClientHello");
+        assert_eq!(hello.extensions, vec![0x002b, 0x000a, 0x0033, 0x000d, 0x0022]);
+        assert!(dc.ends_with(&[0x00, 0x22, 0x00, 0x04, 0x00, 0x02, 0x04, 0x03]));
     }
 }

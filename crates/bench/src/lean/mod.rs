@@ -21,8 +21,9 @@ use boring::sha::Sha256;
 use schedule::{finished, HandshakeSecrets, KeySchedule, Protection};
 use std::time::Instant;
 use tlsgate_wire::tls13_flight::{
-    certificate_verify_scheme, first_message, inner_plaintext, record_header, server_hello, ServerHelloError, ALERT,
-    APPLICATION_DATA, CERTIFICATE_VERIFY, CHANGE_CIPHER_SPEC, FINISHED, HANDSHAKE, RECORD_HEADER_LEN, X25519,
+    certificate_has_delegated_credential, certificate_verify_scheme, first_message, inner_plaintext, record_header,
+    server_hello, ServerHelloError, ALERT, APPLICATION_DATA, CERTIFICATE, CERTIFICATE_VERIFY, CHANGE_CIPHER_SPEC,
+    FINISHED, HANDSHAKE, RECORD_HEADER_LEN, X25519,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -73,14 +74,15 @@ pub struct Lean {
 }
 
 impl Lean {
-    /// A fresh key share and ClientHello for `sni` offering `alpn_wire`.
-    pub fn new(sni: Option<&str>, alpn_wire: &[u8]) -> Result<Self, ErrorStack> {
+    /// A fresh key share and ClientHello for `sni` offering `alpn_wire` (and, with `delegated`,
+    /// delegated credentials).
+    pub fn new(sni: Option<&str>, alpn_wire: &[u8], delegated: bool) -> Result<Self, ErrorStack> {
         let key = PKey::generate(Id::X25519)?;
         let mut share = [0; 32];
         key.raw_public_key(&mut share)?;
         let mut random = [0; 32];
         boring::rand::rand_bytes(&mut random)?;
-        let record = hello::client_hello(sni, alpn_wire, &share, &random);
+        let record = hello::client_hello(sni, alpn_wire, delegated, &share, &random);
         let mut transcript = Sha256::new();
         transcript.update(&record[RECORD_HEADER_LEN..]);
         Ok(Self {
@@ -179,6 +181,9 @@ pub struct Established {
     server: Protection,
     /// The signature scheme of the server's CertificateVerify.
     pub signature_scheme: Option<u16>,
+    /// The server's Certificate carried a delegated credential (its CertificateVerify was made
+    /// with the credential's key).
+    pub delegated_credential: bool,
 }
 
 /// Sends the ClientHello and reads the server's flight through its Finished, which is checked.
@@ -188,6 +193,7 @@ pub async fn handshake(lean: &Lean, tcp: &mut TcpStream, records: &mut Records) 
     let mut pending = Vec::new();
     let mut keys: Option<(HandshakeSecrets, Protection)> = None;
     let mut signature_scheme = None;
+    let mut delegated_credential = false;
     loop {
         let Some(rec) = records.next(tcp).await? else {
             return Err(LeanError::Closed);
@@ -239,10 +245,15 @@ pub async fn handshake(lean: &Lean, tcp: &mut TcpStream, records: &mut Records) 
                             client: Protection::new(&client)?,
                             server: Protection::new(&server)?,
                             signature_scheme,
+                            delegated_credential,
                         });
                     }
                     if kind == CERTIFICATE_VERIFY {
                         signature_scheme = certificate_verify_scheme(msg);
+                    }
+                    if kind == CERTIFICATE {
+                        delegated_credential = certificate_has_delegated_credential(msg)
+                            .ok_or(LeanError::Protocol("the server's Certificate does not parse"))?;
                     }
                     transcript.update(msg);
                     pending.drain(..len);

@@ -53,7 +53,7 @@ async fn once(sh: &Shared, st: &RefCell<Stats>, lean: &Lean, records: &mut Recor
             false,
             ("TLSv1.3", "TLS_AES_128_GCM_SHA256", "X25519"),
         );
-        st.record_sigalg(scheme_name(est.signature_scheme));
+        st.record_sigalg(scheme_name(est.signature_scheme, est.delegated_credential));
     }
     if let Some(p) = &sh.progress {
         p.handshakes.fetch_add(1, Ordering::Relaxed);
@@ -80,9 +80,12 @@ fn error_kind(e: &LeanError) -> ErrorKind {
     }
 }
 
-/// The name of a TLS 1.3 signature scheme the lean hello offers.
-fn scheme_name(scheme: Option<u16>) -> &'static str {
+/// The name of a TLS 1.3 signature scheme the lean hello offers; one made with a delegated
+/// credential's key says so.
+fn scheme_name(scheme: Option<u16>, delegated: bool) -> &'static str {
     match scheme {
+        Some(0x0403) if delegated => "ecdsa_secp256r1_sha256 (delegated credential)",
+        Some(_) if delegated => "unknown (delegated credential)",
         Some(0x0403) => "ecdsa_secp256r1_sha256",
         Some(0x0804) => "rsa_pss_rsae_sha256",
         Some(0x0401) => "rsa_pkcs1_sha256",
