@@ -11,11 +11,15 @@
 # Per mode: the gateway's mean handshake time (tlsgate_handshake_duration_seconds, sum/count:
 # accept to handshake done, so it includes the client's own work and one loopback round trip),
 # gateway CPU per handshake, key-server CPU per handshake and its signature count.
+# Then a saturating load beside it (LEAN_DURATION > 0): `tlsgate bench --lean` (its own TLS 1.3
+# handshake, the one tlsgate client that offers credentials: `--delegated-credentials`), 8
+# connections on CPU 1, the same two modes interleaved: handshakes per gateway CPU-second.
 #
 #   scripts/delegation-bench.sh             # ~1 minute
 #   N=500 ROUNDS=5 KS_RTT_MS=2 scripts/delegation-bench.sh
 #
-# Environment: N (300) handshakes per mode and round, ROUNDS (3), KS_RTT_MS (0: the key server
+# Environment: N (300) handshakes per mode and round, ROUNDS (3), LEAN_DURATION (3 s per mode
+# and round of the saturating load; 0: none), KS_RTT_MS (0: the key server
 # on loopback; more puts a Python proxy between gateway and key server that holds each chunk
 # half that long in each direction, a key server that far away), WORK (a new
 # /tmp/tlsgate-delegation.* directory, kept).
@@ -24,6 +28,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 N=${N:-300}
 ROUNDS=${ROUNDS:-3}
+LEAN_DURATION=${LEAN_DURATION:-3}
 KS_RTT_MS=${KS_RTT_MS:-0}
 WORK=${WORK:-$(mktemp -d /tmp/tlsgate-delegation.XXXXXX)}
 KS_PORT=${KS_PORT:-39417}
@@ -197,4 +202,40 @@ for mode in dc keyless; do
   served=$(echo "${ROWS[$mode]}" | awk 'NF { s += $5 } END { print s }')
   printf '| %s | %.0f | %.0f | %.0f | %.2f | %s / %s |\n' "$mode" "$(col 1)" "$(col 2)" "$(col 3)" "$(col 4)" \
     "$served" "$((N * ROUNDS))"
+done
+
+[ "$LEAN_DURATION" -gt 0 ] || exit 0
+declare -A LEAN=()
+for r in $(seq 1 "$ROUNDS"); do
+  for mode in dc keyless; do
+    flag=()
+    [ "$mode" = dc ] && flag=(--delegated-credentials)
+    ops0=$(metric "$KS_ADMIN" tlsgate_keyserver_operations_total)
+    g0=$(bench_cpu_total "$GW_PID")
+    k0=$(bench_cpu_total "$KS_PID")
+    taskset -c 1 "$BIN" bench --lean "${flag[@]}" -c 8 -d "${LEAN_DURATION}s" --sni localhost \
+      --json "$WORK/lean-$mode-$r.json" "https://127.0.0.1:$GW_PORT/" >"$WORK/lean-$mode-$r.txt"
+    g1=$(bench_cpu_total "$GW_PID")
+    k1=$(bench_cpu_total "$KS_PID")
+    ops1=$(metric "$KS_ADMIN" tlsgate_keyserver_operations_total)
+    read -r hs errs dcs < <(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["handshakes"], s["errors_total"], s["sigalgs"].get("ecdsa_secp256r1_sha256 (delegated credential)", 0))' \
+      "$WORK/lean-$mode-$r.json")
+    row=$(echo "$hs / (($g1 - $g0) / $TCK); ($k1 - $k0) / $TCK / $hs * 1000000; ($ops1 - $ops0) / $hs; ($g1 - $g0) / $TCK / $LEAN_DURATION" |
+      bc -l | tr '\n' ' ')
+    LEAN[$mode]+="$row $dcs $hs $errs"$'\n'
+    log "lean round $r $mode: handshakes per gateway CPU-s, key-server CPU µs per handshake, signatures per handshake, gateway busy: $row (credential $dcs of $hs, errors $errs)"
+  done
+done
+echo
+echo "## Saturating: \`tlsgate bench --lean [--delegated-credentials] -c 8 -d ${LEAN_DURATION}s\` (CPU 1)"
+echo
+echo "| mode | handshakes per gateway CPU-second | gateway busy | key-server CPU µs / handshake | key-server signatures / handshake | signed with the credential |"
+echo "|---|---|---|---|---|---|"
+for mode in dc keyless; do
+  col() { echo "${LEAN[$mode]}" | awk -v c="$1" 'NF { print $c }' | bench_median; }
+  dcs=$(echo "${LEAN[$mode]}" | awk 'NF { d += $5; h += $6 } END { print d " of " h }')
+  printf '| %s | %.0f | %.0f %% | %.0f | %.2f | %s |\n' "$mode" "$(col 1)" "$(echo "$(col 4) * 100" | bc -l)" "$(col 2)" "$(col 3)" "$dcs"
 done
