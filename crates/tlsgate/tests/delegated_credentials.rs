@@ -128,16 +128,27 @@ fn setup() -> (TestPki, PathBuf, KeyServerFiles, (PathBuf, PathBuf), String) {
     (pki, keys, files, client, db)
 }
 
-#[test]
-fn a_client_asking_for_a_credential_is_served_without_the_key_server_even_while_it_is_down() {
-    let (pki, keys, files, client, db) = setup();
-    let ks = start_keyserver(&pki, &files, free_port(), &[&keys], DELEGATION_ON);
-    let gw = gateway(&pki, &client, &[ks.addr()], "30m", "10m");
+/// A key server issuing credentials and a gateway (credentials valid 30 min) holding one.
+fn serving_a_credential(
+    pki: &TestPki,
+    keys: &std::path::Path,
+    files: &KeyServerFiles,
+    client: &(PathBuf, PathBuf),
+) -> (KeyServer, Gateway) {
+    let ks = start_keyserver(pki, files, free_port(), &[keys], DELEGATION_ON);
+    let gw = gateway(pki, client, &[ks.addr()], "30m", "10m");
     assert!(
         common::wait_until(Duration::from_secs(15), || holds_credential(&gw)),
         "no credential issued:\n{}",
         gw.gw.log()
     );
+    (ks, gw)
+}
+
+#[test]
+fn a_client_asking_for_a_credential_is_served_without_the_key_server_even_while_it_is_down() {
+    let (pki, keys, files, client, db) = setup();
+    let (ks, gw) = serving_a_credential(&pki, &keys, &files, &client);
     assert_eq!(issued_ok(&gw), 1.0);
     assert_eq!(
         ks.proc.metric("tlsgate_keyserver_delegated_credentials_total", &[]),
@@ -186,13 +197,7 @@ fn a_client_asking_for_a_credential_is_served_without_the_key_server_even_while_
 #[test]
 fn bench_lean_offers_delegated_credentials_and_reports_their_use() {
     let (pki, keys, files, client, _db) = setup();
-    let ks = start_keyserver(&pki, &files, free_port(), &[&keys], DELEGATION_ON);
-    let gw = gateway(&pki, &client, &[ks.addr()], "30m", "10m");
-    assert!(
-        common::wait_until(Duration::from_secs(15), || holds_credential(&gw)),
-        "no credential issued:\n{}",
-        gw.gw.log()
-    );
+    let (ks, gw) = serving_a_credential(&pki, &keys, &files, &client);
     let bench = |extra: &[&str]| {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("summary.json");

@@ -369,6 +369,21 @@ fn chromium_resumes_its_quic_session_and_sends_its_request_in_0rtt() {
     assert_eq!(requests(&f, "h1") + requests(&f, "h2"), 0.0, "{}", f.gw.metrics());
 }
 
+/// `fetch('/hello?after=QUERY')` in the page: 200, the gateway's greeting, over `h3`.
+fn fetch_hello_over_h3(c: &mut Chromium, f: &common::Fixture, query: &str) {
+    let got = c.b.eval(&format!(
+        "(async () => {{
+            const r = await fetch('/hello?after={query}', {{cache: 'no-store'}});
+            const text = await r.text();
+            const e = performance.getEntriesByName(r.url).pop();
+            return {{status: r.status, text, protocol: e ? e.nextHopProtocol : null}};
+        }})()"
+    ));
+    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
+    assert_eq!(got["text"], "Hello, world!", "{got}");
+    assert_eq!(got["protocol"], "h3", "{got}");
+}
+
 #[test]
 fn chromium_s_connection_survives_a_nat_rebinding() {
     // Chromium's packets reach the gateway through a relay that, between two loads, starts
@@ -383,17 +398,7 @@ fn chromium_s_connection_survives_a_nat_rebinding() {
     assert_eq!(c.navigation_protocol(), "h3", "{:?}", c.quic_closes());
 
     relay.rebind();
-    let got = c.b.eval(
-        "(async () => {
-            const r = await fetch('/hello?after=rebinding', {cache: 'no-store'});
-            const text = await r.text();
-            const e = performance.getEntriesByName(r.url).pop();
-            return {status: r.status, text, protocol: e ? e.nextHopProtocol : null};
-        })()",
-    );
-    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(got["text"], "Hello, world!", "{got}");
-    assert_eq!(got["protocol"], "h3", "{got}");
+    fetch_hello_over_h3(&mut c, &f, "rebinding");
     assert_eq!(
         relay.ports_answered(),
         2,
@@ -431,17 +436,7 @@ fn chromium_moves_its_connection_to_a_new_port_when_its_path_dies() {
     let first = nat.clients();
     assert_eq!(first.len(), 1, "{first:?}");
     nat.cut(first[0]);
-    let got = c.b.eval(
-        "(async () => {
-            const r = await fetch('/hello?after=cut', {cache: 'no-store'});
-            const text = await r.text();
-            const e = performance.getEntriesByName(r.url).pop();
-            return {status: r.status, text, protocol: e ? e.nextHopProtocol : null};
-        })()",
-    );
-    assert_eq!(got["status"], 200, "{got}\n{:?}\n{}", c.quic_closes(), f.gw.log());
-    assert_eq!(got["text"], "Hello, world!", "{got}");
-    assert_eq!(got["protocol"], "h3", "{got}");
+    fetch_hello_over_h3(&mut c, &f, "cut");
     // Chromium moved to a port of its own, and says so; the gateway answered there.
     let clients = nat.clients();
     assert_eq!(clients.len(), 2, "Chromium did not move to another port: {clients:?}");
