@@ -243,17 +243,29 @@ impl Upgrades {
             while watched.as_ref().is_some_and(ProcessId::running) {
                 tokio::time::sleep(EXIT_POLL).await;
             }
-            let retire = move || {
-                let close = || lock(&surplus).take().map(|s| s.retire(Duration::from_secs(2)));
-                let closed = match &handover {
-                    Some(h) => h.without_successor(close),
-                    None => Some(close()),
+            // A successor being served now may still fail and leave them to this process:
+            // try again until one has taken over or the sockets are closed.
+            loop {
+                let (surplus, handover) = (surplus.clone(), handover.clone());
+                let retire = move || {
+                    let close = || lock(&surplus).take().map(|s| s.retire(Duration::from_secs(2)));
+                    match &handover {
+                        Some(h) if h.handed_over() => true,
+                        Some(h) => h.without_successor(close).is_some(),
+                        None => {
+                            close();
+                            true
+                        }
+                    }
                 };
-                if closed.is_none() {
-                    tracing::info!("upgrade: a successor took the surplus QUIC sockets over; not closing them");
+                match tokio::task::spawn_blocking(retire).await {
+                    Ok(false) => tokio::time::sleep(EXIT_POLL).await,
+                    Ok(true) | Err(_) => break,
                 }
-            };
-            let _ = tokio::task::spawn_blocking(retire).await;
+            }
+            if handover.as_ref().is_some_and(|h| h.handed_over()) {
+                tracing::info!("upgrade: a successor took the surplus QUIC sockets over; not closing them");
+            }
         });
     }
 
