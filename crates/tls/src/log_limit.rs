@@ -46,6 +46,13 @@ impl LogLimit {
         self.suppressed.fetch_add(1, Ordering::Relaxed);
         None
     }
+
+    /// For a line written whatever the limit (a change of state, say): the number of lines left
+    /// out since the last one; the next rate-limited line waits a whole interval from now.
+    pub fn always(&self) -> u64 {
+        self.next_ms.store(now_ms() + self.interval_ms, Ordering::Relaxed);
+        self.suppressed.swap(0, Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -60,5 +67,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(limit.allow(), Some(99));
         assert_eq!(limit.allow(), None);
+        assert_eq!(limit.always(), 1, "written anyway, with the count");
+        assert_eq!(limit.always(), 0);
+        assert_eq!(limit.allow(), None, "an interval from the last line written");
     }
 }

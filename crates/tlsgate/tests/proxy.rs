@@ -207,6 +207,78 @@ fn all_servers_dead_is_a_short_502() {
     assert!(f.gw.metric("tlsgate_requests_total", &["status=\"502\""]) >= 1.0);
 }
 
+/// Every request to a dead origin fails; the log says so once a second per server (each
+/// server's first failure, which marks it down, always), with the count of the lines left out,
+/// while the metrics count every failure.
+#[test]
+fn a_dead_origin_costs_a_log_line_a_second_not_one_per_request() {
+    let servers = vec![
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    ];
+    let routes = [upstream_route(None, "/", "gone"), upstream("gone", &servers, "")].concat();
+    let f = common::start("", &routes);
+    let burst = |n: usize| {
+        let urls: Vec<String> = (0..n).map(|i| f.url(&format!("/dead/{i}"))).collect();
+        let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+        args.extend(["--http1.1", "-w", "status=%{http_code}\n"]);
+        let out = f.curl(&args, "/dead/last");
+        assert_eq!(statuses(&out.stdout), vec!["502"; n + 1], "{}", out.all());
+    };
+    let lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("upstream connect failed"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let started = std::time::Instant::now();
+    burst(300);
+    let secs = started.elapsed().as_secs() as usize;
+    let errors = f.gw.metric(
+        "tlsgate_upstream_errors_total",
+        &["upstream=\"gone\"", "kind=\"connect\""],
+    );
+    assert!(errors >= 301.0, "every failure counted: {}", f.gw.metrics());
+    let log = f.gw.log();
+    let first = lines(&log);
+    // Each server's first failure marks it down and is written; after that at most one line a
+    // second per server.
+    for server in &servers {
+        assert!(
+            first
+                .iter()
+                .any(|l| l.contains(&format!("server={server}")) && l.contains("server skipped for")),
+            "{server}: {first:#?}"
+        );
+    }
+    assert!(
+        first.len() <= 2 * (secs + 2),
+        "{} lines in {secs} s: {first:#?}",
+        first.len()
+    );
+
+    // A second later the next failure's line says how many were left out.
+    std::thread::sleep(Duration::from_millis(1100));
+    burst(0);
+    let log = f.gw.log();
+    let left_out: u64 = lines(&log)[first.len()..]
+        .iter()
+        .filter_map(|l| {
+            l.split("suppressed=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let written = lines(&log).len() as u64;
+    assert!(
+        written + left_out >= 300,
+        "{written} written + {left_out} left out, for {errors} failures: {log}"
+    );
+}
+
 #[test]
 fn upstream_header_timeout_is_a_504() {
     let origin = Origin::start("sleepy");

@@ -43,12 +43,13 @@ use http_body_util::BodyExt;
 use pool::{OriginPool, SendError};
 use replay::Replay;
 use retry::{Failure, RequestKind, RetryBudget, RetryPolicy, RetryToken};
-use server::{InFlight, UpstreamServer};
+use server::{InFlight, Marked, UpstreamServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels, UpstreamRetryLabels};
 use tlsgate_admin::Metrics;
 use tlsgate_config::{OriginAddr, UpstreamConfig};
+use tlsgate_tls::log_limit::LogLimit;
 use tlsgate_tls::TlsBuildError;
 
 /// A group of origin servers with its connection pool.
@@ -200,7 +201,11 @@ impl UpstreamGroup {
             u.upgrade.shape(&mut parts);
         }
         if self.servers.is_empty() {
-            tracing::warn!(upstream = %self.name, "upstream group has no servers");
+            // Said once at startup too (every server refused); here at most once a second.
+            static NO_SERVERS_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+            if let Some(suppressed) = NO_SERVERS_LOG.allow() {
+                tracing::warn!(upstream = %self.name, suppressed, "upstream group has no servers");
+            }
             self.count_error(metrics, ProxyError::NoUpstreamServer.kind());
             return Err(ProxyError::NoUpstreamServer);
         }
@@ -296,10 +301,15 @@ impl UpstreamGroup {
             let took = started.elapsed();
             facts.header_time = Some(took);
             let labels = UpstreamLabels { upstream: self.label };
-            // Counts a failure of the server; true when it marked the server down.
+            // Counts a failure of the server: whether it marked the server down.
             let failed = |server: &UpstreamServer| {
-                let until = self.now_ms() + self.fail_timeout.as_millis() as u64;
-                server.record_failure(self.max_fails, until)
+                let now = self.now_ms();
+                server.record_failure(self.max_fails, now, now + self.fail_timeout.as_millis() as u64)
+            };
+            let skipped = |marked: Marked| match marked {
+                Marked::No => String::new(),
+                Marked::Down => format!("; server skipped for {:?}", self.fail_timeout),
+                Marked::Again => format!("; server skipped for {:?} (it was down already)", self.fail_timeout),
             };
             let (error, failure) = match result {
                 Ok(Ok(resp)) => {
@@ -330,12 +340,11 @@ impl UpstreamGroup {
                     ));
                 }
                 Ok(Err(SendError::Connect(e))) => {
-                    let skipped = if failed(server) {
-                        format!("; server skipped for {:?}", self.fail_timeout)
-                    } else {
-                        String::new()
-                    };
-                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, kind = tlsgate_error::Classify::kind(&e), "upstream connect failed{skipped}");
+                    let marked = failed(server);
+                    if let Some(suppressed) = server.failure_line(marked) {
+                        let skipped = skipped(marked);
+                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, kind = tlsgate_error::Classify::kind(&e), suppressed, "upstream connect failed{skipped}");
+                    }
                     let error = match e {
                         ConnectError::Tls { .. } => ProxyError::UpstreamTls,
                         _ => ProxyError::UpstreamConnect,
@@ -345,7 +354,9 @@ impl UpstreamGroup {
                 // hyper's clients refused the target: the client's request, no attempt made.
                 Ok(Err(SendError::Target)) => return Err(ProxyError::BadRequest("request target")),
                 Ok(Err(SendError::Queue(e))) => {
-                    tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "request not sent");
+                    if let Some(suppressed) = server.failure_line(Marked::No) {
+                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, suppressed, "request not sent");
+                    }
                     (ProxyError::from(e), Failure::Other)
                 }
                 Ok(Err(e)) => match sent.client_error() {
@@ -355,16 +366,17 @@ impl UpstreamGroup {
                         return Err(client);
                     }
                     None if e.before_response() => {
-                        let skipped = if failed(server) {
-                            format!("; server skipped for {:?}", self.fail_timeout)
-                        } else {
-                            String::new()
-                        };
-                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream connection reset or closed before the response{skipped}");
+                        let marked = failed(server);
+                        if let Some(suppressed) = server.failure_line(marked) {
+                            let skipped = skipped(marked);
+                            tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, suppressed, "upstream connection reset or closed before the response{skipped}");
+                        }
                         (ProxyError::UpstreamProtocol, Failure::Reset)
                     }
                     None => {
-                        tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, "upstream request failed");
+                        if let Some(suppressed) = server.failure_line(Marked::No) {
+                            tracing::warn!(upstream = %self.name, server = %server.authority, error = %e, suppressed, "upstream request failed");
+                        }
                         (ProxyError::UpstreamProtocol, Failure::Other)
                     }
                 },
@@ -374,7 +386,9 @@ impl UpstreamGroup {
                             tracing::debug!(upstream = %self.name, server = %server.authority, "{e} for {:?}", self.header_timeout)
                         }
                         _ => {
-                            tracing::warn!(upstream = %self.name, server = %server.authority, "{e} after {:?}", self.header_timeout)
+                            if let Some(suppressed) = server.failure_line(Marked::No) {
+                                tracing::warn!(upstream = %self.name, server = %server.authority, suppressed, "{e} after {:?}", self.header_timeout)
+                            }
                         }
                     }
                     let failure = if e == ProxyError::UpstreamHeaderTimeout {

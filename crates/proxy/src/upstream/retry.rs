@@ -397,21 +397,28 @@ mod tests {
 
     #[test]
     fn failures_in_a_row_mark_a_server_down_and_a_response_ends_the_row() {
+        use super::super::server::Marked;
         let addr = tlsgate_config::OriginAddr::parse("127.0.0.1:1").unwrap();
         let s = super::super::server::UpstreamServer::new(&addr).unwrap();
-        assert!(s.record_failure(1, 500), "max_fails 1: the first failure");
+        assert_eq!(
+            s.record_failure(1, 0, 500),
+            Marked::Down,
+            "max_fails 1: the first failure"
+        );
         assert!(!s.is_up(499) && s.is_up(500));
-        assert!(!s.record_failure(3, 1_000));
-        assert!(!s.record_failure(3, 1_000));
+        assert_eq!(s.record_failure(1, 400, 900), Marked::Again, "still down at 400");
+        assert_eq!(s.record_failure(1, 900, 950), Marked::Down, "up again at 900");
+        assert_eq!(s.record_failure(3, 1_000, 2_000), Marked::No);
+        assert_eq!(s.record_failure(3, 1_000, 2_000), Marked::No);
         s.record_success();
         assert_eq!(s.failures(), 0);
-        assert!(!s.record_failure(3, 1_000));
-        assert!(!s.record_failure(3, 1_000));
-        assert!(s.is_up(600), "two in a row of three");
-        assert!(s.record_failure(3, 1_000));
-        assert!(!s.is_up(600) && s.failures() == 0, "the third: down, and a new count");
+        assert_eq!(s.record_failure(3, 1_000, 2_000), Marked::No);
+        assert_eq!(s.record_failure(3, 1_000, 2_000), Marked::No);
+        assert!(s.is_up(1_000), "two in a row of three");
+        assert_eq!(s.record_failure(3, 1_000, 2_000), Marked::Down);
+        assert!(!s.is_up(1_000) && s.failures() == 0, "the third: down, and a new count");
         let never = super::super::server::UpstreamServer::new(&addr).unwrap();
-        assert!((0..10).all(|_| !never.record_failure(0, u64::MAX)));
+        assert!((0..10).all(|_| never.record_failure(0, 0, u64::MAX) == Marked::No));
         assert!(never.is_up(0));
     }
 

@@ -9,7 +9,9 @@ use super::conns::ServerConns;
 use super::UpstreamGroup;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tlsgate_config::OriginAddr;
+use tlsgate_tls::log_limit::LogLimit;
 
 /// One origin server.
 #[derive(Debug)]
@@ -33,6 +35,9 @@ pub struct UpstreamServer {
     fails: AtomicU32,
     /// The active health check's verdict: [`UNCHECKED`], [`HEALTHY`] or [`UNHEALTHY`].
     active: AtomicU8,
+    /// The log lines of the server's failed requests: at most one a second (every request to a
+    /// dead origin fails; a line each would flood the log at the request rate).
+    pub(super) failure_log: LogLimit,
 }
 
 /// No active health check runs for the server's group.
@@ -57,6 +62,7 @@ impl UpstreamServer {
             down_until_ms: AtomicU64::new(0),
             fails: AtomicU32::new(0),
             active: AtomicU8::new(UNCHECKED),
+            failure_log: LogLimit::new(Duration::from_secs(1)),
         })
     }
 
@@ -121,19 +127,34 @@ impl UpstreamServer {
     }
 
     /// Counts one failure of the server (a connect or TLS failure, or its connection reset or
-    /// closed before the response). The `max_fails`-th in a row marks it down until `until_ms`
-    /// and starts a new count; returns whether this one did. `max_fails` 0: never marked down.
-    pub fn record_failure(&self, max_fails: u32, until_ms: u64) -> bool {
+    /// closed before the response) at `now_ms`. The `max_fails`-th in a row marks it down until
+    /// `until_ms` and starts a new count; the answer says whether this one did, and whether the
+    /// server was up until then. `max_fails` 0: never marked down.
+    pub fn record_failure(&self, max_fails: u32, now_ms: u64, until_ms: u64) -> Marked {
         if max_fails == 0 {
-            return false;
+            return Marked::No;
         }
         let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if fails < max_fails {
-            return false;
+            return Marked::No;
         }
         self.fails.store(0, Ordering::Relaxed);
-        self.mark_down_until(until_ms);
-        true
+        let was_down = self.down_until_ms.swap(until_ms, Ordering::Relaxed) > now_ms;
+        if was_down {
+            Marked::Again
+        } else {
+            Marked::Down
+        }
+    }
+
+    /// Whether to write the log line of a failure that did `marked`: always when it marked the
+    /// server down, otherwise at most one line a second. `Some(n)`: write it, and say that `n`
+    /// lines were left out since the last.
+    pub(super) fn failure_line(&self, marked: Marked) -> Option<u64> {
+        match marked {
+            Marked::Down => Some(self.failure_log.always()),
+            Marked::No | Marked::Again => self.failure_log.allow(),
+        }
     }
 
     /// A response arrived from the server: its failures are no longer in a row.
@@ -148,6 +169,18 @@ impl UpstreamServer {
     pub fn failures(&self) -> u32 {
         self.fails.load(Ordering::Relaxed)
     }
+}
+
+/// What one failure did to its server's passive-health mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    /// Not marked down (fewer than `max_fails` in a row, or passive ejection off).
+    No,
+    /// Marked down; it was up until now (a change worth a log line of its own).
+    Down,
+    /// Marked down again while still down: every server of the group was down, so the request
+    /// tried one of them anyway.
+    Again,
 }
 
 /// One request counted in its server's `in_flight` (what `least_conn` compares), from before it
