@@ -391,3 +391,52 @@ fn one_source_cannot_hold_every_connection_and_silent_ones_are_closed_early() {
     let again = bed.f.curl(&[], "/hello");
     assert_eq!(again.stdout, "Hello, world!", "{}", again.all());
 }
+
+/// Out of file descriptors (connections held past the process's `ulimit -n`): every accept fails
+/// while it lasts. The gateway backs off instead of spinning, says so at most once a second (not
+/// a line per attempt and worker), and serves again as soon as descriptors free up.
+#[test]
+fn running_out_of_file_descriptors_is_logged_once_a_second_and_served_through() {
+    tlsgate_testkit::require("prlimit");
+    let bed = start("silent_timeout = \"60s\"\nhandshake_timeout = \"60s\"");
+    let pid = bed.f.gw.pid();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let limit = format!("--nofile={0}:{0}", open + 16);
+    let out = tlsgate_testkit::run(
+        "prlimit",
+        &["--pid", &pid.to_string(), &limit],
+        b"",
+        Duration::ZERO,
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    // 200 bare connections: the first few take the free descriptors, the rest wait in the
+    // listen queue while every accept fails with EMFILE.
+    let flood: Vec<TcpStream> = (0..200).map(|_| bed.tcp()).collect();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    let failed = |log: &str| log.lines().filter(|l| l.contains("accept failed")).count();
+    let log = bed.f.gw.log();
+    let lines = failed(&log);
+    assert!(
+        log.contains("Too many open files"),
+        "the descriptors did not run out:\n{log}"
+    );
+    let secs = started.elapsed().as_secs() as usize;
+    assert!(
+        (1..=secs + 2).contains(&lines),
+        "{lines} 'accept failed' lines in {secs} s:\n{log}"
+    );
+    // Freed: the flood leaves, its queued connections are accepted and closed, and a client is
+    // served again.
+    drop(flood);
+    assert!(
+        wait_until(Duration::from_secs(15), || bed
+            .f
+            .curl(&["--max-time", "3"], "/hello")
+            .stdout
+            == "Hello, world!"),
+        "{}",
+        bed.f.gw.log()
+    );
+}

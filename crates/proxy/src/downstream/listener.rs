@@ -19,6 +19,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::{ListenerConfig, ListenerKind};
+use tlsgate_tls::log_limit::LogLimit;
 
 /// The kernel's `net.ipv4.tcp_fastopen` (per network namespace), if readable.
 pub fn tfo_sysctl() -> Option<u32> {
@@ -258,8 +259,12 @@ pub async fn accept_loop(gateway: Arc<Gateway>, listener: std::net::TcpListener,
         let (tcp, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!(addr = %config.listen, error = %e, "accept failed");
+                // EMFILE and friends: back off briefly instead of spinning; a line a second at
+                // most (out of descriptors, every attempt fails: 100 lines a second a worker).
+                static ACCEPT_FAILED_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+                if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                    tracing::warn!(addr = %config.listen, error = %e, suppressed, "accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
