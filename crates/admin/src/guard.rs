@@ -37,6 +37,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tlsgate_error::log_limit::LogLimit;
 
 /// The custom request header that marks a change as sent by a program of ours (any non-empty
 /// value; we send `1`). Browsers send it cross-origin only after a CORS preflight.
@@ -305,7 +306,11 @@ where
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "{what}: accept failed");
+                // Out of descriptors every attempt fails: back off, a line a second at most.
+                static ACCEPT_FAILED_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+                if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                    tracing::warn!(error = %e, suppressed, "{what}: accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

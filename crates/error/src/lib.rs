@@ -8,9 +8,14 @@
 //! Where a crate needs no enum of its own (a command-line tool, a one-off setup step),
 //! [`Error`] carries the same facts plus a context line and the source error.
 //!
+//! [`log_limit`] keeps the log lines of failures that clients (or a dead peer) can repeat at will
+//! to one a second, with the count of those left out.
+//!
 //! This crate depends on nothing: every other crate may use it.
 
 #![forbid(unsafe_code)]
+
+pub mod log_limit;
 
 use std::borrow::Cow;
 use std::fmt;

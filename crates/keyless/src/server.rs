@@ -27,6 +27,7 @@ use boring::ssl::SslAcceptor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use tlsgate_error::log_limit::LogLimit;
 use tlsgate_error::{Classify, Side};
 use tokio::io::AsyncReadExt;
 
@@ -203,7 +204,11 @@ pub fn run(config: KeyServerConfig) -> Result<(), ServerError> {
                         tokio::spawn(connection(stream, peer, shared.clone()));
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
+                        // Out of descriptors every attempt fails: back off, a line a second at most.
+                        static ACCEPT_FAILED_LOG: LogLimit = LogLimit::new(Duration::from_secs(1));
+                        if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                            tracing::warn!(error = %e, suppressed, "accept failed");
+                        }
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 },

@@ -13,7 +13,6 @@
 //! Refusals are counted in `tlsgate_access_refused_total{rule, stage}`; each rule's counters are
 //! looked up once per generation, so a refusal is one atomic add.
 
-use crate::log_limit::LogLimit;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,6 +21,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tlsgate_config::{AccessAction, AccessRuleConfig, Cidr};
+use tlsgate_error::log_limit::LogLimit;
 use tlsgate_wire::ja4::Ja4;
 
 /// Labels of `tlsgate_access_refused_total`.

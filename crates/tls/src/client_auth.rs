@@ -23,7 +23,6 @@
 //! full handshake and is asked for its certificate.
 
 use crate::error::TlsBuildError;
-use crate::log_limit::LogLimit;
 use boring::ex_data::Index;
 use boring::hash::{hash, MessageDigest};
 use boring::ssl::{Ssl, SslContextBuilder, SslRef, SslVerifyMode};
@@ -32,6 +31,7 @@ use boring::x509::{X509Ref, X509};
 use std::sync::LazyLock;
 use std::time::Duration;
 use tlsgate_config::{ClientAuthConfig, ClientAuthMode, SiteConfig};
+use tlsgate_error::log_limit::LogLimit;
 
 /// BoringSSL's session-ID context limit (`SSL_MAX_SID_CTX_LENGTH`).
 const SID_CTX_LEN: usize = 32;

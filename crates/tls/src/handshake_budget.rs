@@ -32,7 +32,6 @@
 
 mod table;
 
-use crate::log_limit::LogLimit;
 use arc_swap::ArcSwapOption;
 use boring::ex_data::Index;
 use boring::ssl::{ClientHello, ExtensionType, Ssl, SslRef};
@@ -42,6 +41,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use table::{Rate, Table};
 use tlsgate_config::{HandshakeBudgetConfig, OverBudget, TlsConfig, TlsVersion};
+use tlsgate_error::log_limit::LogLimit;
 use tlsgate_wire::resumption::{offer, HelloParts, ResumptionOffer};
 
 /// The budget of one process: the policy of the current configuration (None = no budget) over

@@ -254,7 +254,7 @@ impl AsyncPrivateKeyMethod for KeyMethod {
         let pending = self.0.sign(algorithm, input);
         Ok(Box::pin(async move {
             let signature = pending.await.map_err(|e| {
-                static LIMIT: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new(std::time::Duration::from_secs(1));
+                static LIMIT: tlsgate_error::log_limit::LogLimit = tlsgate_error::log_limit::LogLimit::new(std::time::Duration::from_secs(1));
                 if let Some(left_out) = LIMIT.allow() {
                     tracing::warn!(error = %e, left_out, "private-key operation failed (at most one line a second; left_out = failures not logged since the last line)");
                 }

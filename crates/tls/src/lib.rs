@@ -27,7 +27,6 @@
 //! - [`origin`]: TLS from the gateway to origin servers (verification, SNI, client certificate,
 //!   resumption, post-quantum groups).
 //! - [`pki`]: throwaway certificates for the demo and the tests.
-//! - [`log_limit`]: rate limits for log lines a client can trigger.
 //! - [`failure`]: why a handshake failed, from BoringSSL's reason codes (metric labels).
 //! - [`error`]: the configuration-build errors the modules above share.
 //! - `ffi`: the only module with `unsafe` code (the crate denies it everywhere else). It imports
@@ -59,7 +58,6 @@ mod handshake_budget_tests;
 pub mod handshake_info;
 pub mod keys;
 pub mod lint;
-pub mod log_limit;
 pub mod mldsa;
 pub mod mldsa_check;
 pub mod ocsp;

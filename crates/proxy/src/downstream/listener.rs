@@ -19,7 +19,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::{ListenerConfig, ListenerKind};
-use tlsgate_tls::log_limit::LogLimit;
+use tlsgate_error::log_limit::LogLimit;
 
 /// The kernel's `net.ipv4.tcp_fastopen` (per network namespace), if readable.
 pub fn tfo_sysctl() -> Option<u32> {

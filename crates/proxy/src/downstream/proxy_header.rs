@@ -12,8 +12,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tlsgate_admin::metrics::{Metrics, ProxyProtocolLabels};
+use tlsgate_error::log_limit::LogLimit;
 use tlsgate_error::{Classify, Side};
-use tlsgate_tls::log_limit::LogLimit;
 use tlsgate_wire::proxy_protocol::{parse, Addresses, Header, Parsed, ProxyHeaderError, MAX_HEADER_LEN};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use tlsgate_admin::metrics::{UpstreamErrorLabels, UpstreamLabels, UpstreamRetryLabels};
 use tlsgate_admin::Metrics;
 use tlsgate_config::{OriginAddr, UpstreamConfig};
-use tlsgate_tls::log_limit::LogLimit;
+use tlsgate_error::log_limit::LogLimit;
 use tlsgate_tls::TlsBuildError;
 
 /// A group of origin servers with its connection pool.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::OriginAddr;
-use tlsgate_tls::log_limit::LogLimit;
+use tlsgate_error::log_limit::LogLimit;
 
 /// One origin server.
 #[derive(Debug)]

@@ -130,7 +130,11 @@ impl Handover {
             let stream = match listener.accept().await {
                 Ok((s, _)) => s,
                 Err(e) => {
-                    tracing::warn!(error = %e, "upgrade socket: accept failed");
+                    static ACCEPT_FAILED_LOG: tlsgate_error::log_limit::LogLimit =
+                        tlsgate_error::log_limit::LogLimit::new(Duration::from_secs(1));
+                    if let Some(suppressed) = ACCEPT_FAILED_LOG.allow() {
+                        tracing::warn!(error = %e, suppressed, "upgrade socket: accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

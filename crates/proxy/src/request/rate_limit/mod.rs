@@ -33,7 +33,7 @@ use std::time::Duration;
 use sync::SyncState;
 use table::Table;
 use tlsgate_config::{Cidr, Config, RateLimitConfig, RateLimitScope};
-use tlsgate_tls::log_limit::LogLimit;
+use tlsgate_error::log_limit::LogLimit;
 use window::Quota;
 
 /// Limit names as small numbers, so that a route refers to its limits without strings: a name
