@@ -205,7 +205,13 @@ impl RemoteSessions for ClusterStore {
                         }
                         Err(e) => {
                             inc(&this.stats.lookup_rejected);
-                            tracing::warn!(error = %e, "session store entry refused (not sealed by this cluster)");
+                            // Every lookup of such an entry fails (another cluster sharing
+                            // the store, a rotated secret): a line a second at most.
+                            static REFUSED_LOG: tlsgate_error::log_limit::LogLimit =
+                                tlsgate_error::log_limit::LogLimit::new(std::time::Duration::from_secs(1));
+                            if let Some(suppressed) = REFUSED_LOG.allow() {
+                                tracing::warn!(error = %e, suppressed, "session store entry refused (not sealed by this cluster)");
+                            }
                             None
                         }
                     }
