@@ -39,6 +39,11 @@ pub enum ProxyError {
     /// Every server of the group fails its active health check (HAProxy's and Envoy's 503).
     #[error("no healthy upstream server")]
     NoHealthyServer,
+    /// Every server of the group is marked down after failures (`max_fails`) and another
+    /// request is already trying one again: answered at once instead of waiting on one more
+    /// connect (nginx's "no live upstreams", HAProxy's 503).
+    #[error("every upstream server is down")]
+    NoLiveServer,
     /// The upstream group has no server to send to.
     #[error("upstream group has no servers")]
     NoUpstreamServer,
@@ -78,7 +83,7 @@ impl ProxyError {
             | Self::QueueTimeout
             | Self::QueueFull => Side::Upstream,
             Self::NoUpstreamServer => Side::Internal,
-            Self::NoHealthyServer => Side::Upstream,
+            Self::NoHealthyServer | Self::NoLiveServer => Side::Upstream,
         }
     }
 
@@ -100,7 +105,7 @@ impl ProxyError {
             Self::ClientAbandoned => 499,
             Self::UnsupportedTransferCoding => 501,
             Self::UpstreamConnect | Self::UpstreamTls | Self::UpstreamProtocol | Self::NoUpstreamServer => 502,
-            Self::NoHealthyServer | Self::QueueTimeout | Self::QueueFull => 503,
+            Self::NoHealthyServer | Self::NoLiveServer | Self::QueueTimeout | Self::QueueFull => 503,
             Self::UpstreamHeaderTimeout | Self::UpstreamSendTimeout => 504,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
@@ -135,6 +140,7 @@ impl ProxyError {
             | Self::UpstreamProtocol
             | Self::NoUpstreamServer
             | Self::NoHealthyServer
+            | Self::NoLiveServer
             | Self::QueueTimeout
             | Self::QueueFull => 14,
         }
@@ -172,6 +178,7 @@ impl ProxyError {
             Self::UpstreamTls => "tls",
             Self::NoUpstreamServer => "no_server",
             Self::NoHealthyServer => "no_healthy_server",
+            Self::NoLiveServer => "no_live_server",
             Self::UpstreamProtocol => "protocol",
             Self::UpstreamHeaderTimeout => "timeout",
             Self::UpstreamSendTimeout => "send_timeout",

@@ -279,6 +279,94 @@ fn a_dead_origin_costs_a_log_line_a_second_not_one_per_request() {
     );
 }
 
+/// A TCP port whose listen queue is full and never accepted from: the kernel drops the SYNs
+/// of new connections, so a connect hangs until its timeout (a blackholed origin).
+struct Blackhole {
+    addr: std::net::SocketAddr,
+    _listener: socket2::Socket,
+    _queued: Vec<socket2::Socket>,
+}
+
+impl Blackhole {
+    fn new() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        listener.bind(&any.into()).unwrap();
+        listener.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap().as_socket().unwrap();
+        let queued = (0..3)
+            .map(|_| {
+                let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+                s.set_nonblocking(true).unwrap();
+                let _ = s.connect(&addr.into());
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let probe = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300));
+        assert!(probe.is_err(), "the blackhole accepted a connection");
+        Self {
+            addr,
+            _listener: listener,
+            _queued: queued,
+        }
+    }
+}
+
+/// Every server down and slow to fail (a blackholed origin): once it is marked down, one
+/// request at a time tries it again and the others get a fast 503, instead of each waiting out
+/// its own connect timeout (a pile-up of connects, descriptors and waiting clients).
+#[test]
+fn requests_do_not_pile_up_on_a_blackholed_origin() {
+    let hole = Blackhole::new();
+    let routes = [
+        upstream_route(None, "/", "hole"),
+        upstream("hole", &[hole.addr.to_string()], "connect_timeout = \"1500ms\""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    // The first request waits out the connect timeout (twice: the retry goes to the same
+    // server) and marks the server down.
+    let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/first");
+    assert_eq!(statuses(&out.stdout), ["502"], "{}", out.all());
+    // 20 requests at once: one tries the server again, the rest are answered at once.
+    let urls: Vec<String> = (0..19).map(|i| f.url(&format!("/x/{i}"))).collect();
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.extend([
+        "--parallel",
+        "--parallel-immediate",
+        "--parallel-max",
+        "20",
+        "--http1.1",
+        "-o",
+        "/dev/null",
+        "-w",
+        "status=%{http_code} time=%{time_total}\n",
+    ]);
+    let out = f.curl(&args, "/x/last");
+    let answers: Vec<(String, f64)> = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (status, time) = l.strip_prefix("status=")?.split_once(" time=")?;
+            Some((status.to_string(), time.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(answers.len(), 20, "{}", out.all());
+    let fast = answers.iter().filter(|(s, t)| s == "503" && *t < 1.0).count();
+    let tried = answers.iter().filter(|(s, t)| s == "502" && *t >= 1.4).count();
+    assert!(fast >= 19 && tried <= 1, "{answers:?}");
+    assert!(
+        f.gw.metric(
+            "tlsgate_upstream_errors_total",
+            &["upstream=\"hole\"", "kind=\"no_live_server\""]
+        ) >= 19.0,
+        "{}",
+        f.gw.metrics()
+    );
+}
+
 #[test]
 fn upstream_header_timeout_is_a_504() {
     let origin = Origin::start("sleepy");

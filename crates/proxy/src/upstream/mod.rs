@@ -256,6 +256,21 @@ impl UpstreamGroup {
                 return Err(ProxyError::NoHealthyServer);
             };
             let server = &self.servers[idx];
+            // Every server is down (the balancer fell back to one of them): one request at a
+            // time tries it again, the others are answered at once instead of piling up on
+            // connects that are likely to time out.
+            let _trial = if server.is_up(self.now_ms()) {
+                None
+            } else {
+                match server.try_trial() {
+                    Some(trial) => Some(trial),
+                    None if attempt > 0 => return Err(last),
+                    None => {
+                        self.count_error(metrics, ProxyError::NoLiveServer.kind());
+                        return Err(ProxyError::NoLiveServer);
+                    }
+                }
+            };
             let req_body: Body = match unsent.take() {
                 Some(b) if keep_body => {
                     let (hold, b) = Replay::new(b);

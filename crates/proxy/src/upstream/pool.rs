@@ -485,6 +485,7 @@ impl OriginPool {
             proxy.as_ref(),
         )
         .await?;
+        server.mark_up();
         let io = io.counted(slot);
         let h2 = match (self.protocol, handshake) {
             _ if http1_only => false,

@@ -7,7 +7,7 @@
 
 use super::conns::ServerConns;
 use super::UpstreamGroup;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tlsgate_config::OriginAddr;
@@ -38,6 +38,9 @@ pub struct UpstreamServer {
     /// The log lines of the server's failed requests: at most one a second (every request to a
     /// dead origin fails; a line each would flood the log at the request rate).
     pub(super) failure_log: LogLimit,
+    /// A request is trying the server while it is marked down: the others do not pile up on
+    /// it meanwhile ([`UpstreamServer::try_trial`]).
+    trial: AtomicBool,
 }
 
 /// No active health check runs for the server's group.
@@ -63,6 +66,7 @@ impl UpstreamServer {
             fails: AtomicU32::new(0),
             active: AtomicU8::new(UNCHECKED),
             failure_log: LogLimit::new(Duration::from_secs(1)),
+            trial: AtomicBool::new(false),
         })
     }
 
@@ -121,6 +125,26 @@ impl UpstreamServer {
             .store(if healthy { HEALTHY } else { UNHEALTHY }, Ordering::Relaxed);
     }
 
+    /// For a request sent to the server while it is marked down (every server of the group is):
+    /// the right to try it, held until the guard is dropped, or `None` while another request
+    /// holds it. One connect at a time to a server that is down, not one per request.
+    pub(super) fn try_trial(self: &Arc<Self>) -> Option<Trial> {
+        self.trial
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| Trial(self.clone()))
+    }
+
+    /// The server answered (a new connection established, a response): a passive down mark
+    /// ends now instead of at its `fail_timeout`, and the requests the balancer sent around it
+    /// come back (nginx: a success resets the failures that took a server out).
+    pub fn mark_up(&self) {
+        // Read first: the server is up nearly always, and a load keeps the cache line shared.
+        if self.down_until_ms.load(Ordering::Relaxed) != 0 {
+            self.down_until_ms.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Skips the server until `until_ms` (passive ejection after a failed connect).
     pub fn mark_down_until(&self, until_ms: u64) {
         self.down_until_ms.store(until_ms, Ordering::Relaxed);
@@ -157,17 +181,28 @@ impl UpstreamServer {
         }
     }
 
-    /// A response arrived from the server: its failures are no longer in a row.
+    /// A response arrived from the server: its failures are no longer in a row, and it is up.
     pub fn record_success(&self) {
         // Read first: most servers have no failures, and a load keeps the cache line shared.
         if self.fails.load(Ordering::Relaxed) != 0 {
             self.fails.store(0, Ordering::Relaxed);
         }
+        self.mark_up();
     }
 
     /// Failures in a row counted now.
     pub fn failures(&self) -> u32 {
         self.fails.load(Ordering::Relaxed)
+    }
+}
+
+/// The right to try a server that is marked down ([`UpstreamServer::try_trial`]), given back
+/// when dropped (the attempt ended, or its request went away).
+pub(super) struct Trial(Arc<UpstreamServer>);
+
+impl Drop for Trial {
+    fn drop(&mut self) {
+        self.0.trial.store(false, Ordering::Release);
     }
 }
 
