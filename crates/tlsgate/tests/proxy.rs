@@ -24,6 +24,15 @@ fn header(out: &str, name: &str) -> Option<String> {
     })
 }
 
+/// One curl run (keep-alive, or as `extra` says) for `n` paths `{prefix}0`.. `{prefix}{n-1}`
+/// and then `{prefix}{last}`.
+fn curl_many(f: &common::Fixture, prefix: &str, n: usize, last: &str, extra: &[&str]) -> tlsgate_testkit::Output {
+    let urls: Vec<String> = (0..n).map(|i| f.url(&format!("{prefix}{i}"))).collect();
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.extend_from_slice(extra);
+    f.curl(&args, &format!("{prefix}{last}"))
+}
+
 /// Statuses written by `-w "status=%{http_code}\n"`, one per transfer.
 fn statuses(out: &str) -> Vec<String> {
     out.lines()
@@ -157,10 +166,13 @@ fn a_dead_server_is_skipped_for_fail_timeout_after_its_first_failure() {
     .concat();
     let f = common::start("", &routes);
     let get = |prefix: &str, n: usize| {
-        let urls: Vec<String> = (0..n).map(|i| f.url(&format!("{prefix}{i}"))).collect();
-        let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
-        args.extend(["--http1.1", "-w", "status=%{http_code}\n"]);
-        let out = f.curl(&args, &format!("{prefix}{n}"));
+        let out = curl_many(
+            &f,
+            prefix,
+            n,
+            &n.to_string(),
+            &["--http1.1", "-w", "status=%{http_code}\n"],
+        );
         // A bodiless request that could not connect is retried once on the other server: no 502.
         assert_eq!(statuses(&out.stdout), vec!["200"; n + 1], "{}", out.all());
         assert_eq!(origins(&out.stdout), vec!["live"; n + 1], "{}", out.all());
@@ -185,14 +197,19 @@ fn a_dead_server_is_skipped_for_fail_timeout_after_its_first_failure() {
     assert_eq!(connect_errors("pool"), 1.0, "{}", f.gw.metrics());
 }
 
-#[test]
-fn all_servers_dead_is_a_short_502() {
+/// A gateway whose every path goes to the group `gone` of two servers nobody listens on.
+fn dead_group() -> (Vec<String>, common::Fixture) {
     let servers = vec![
         format!("127.0.0.1:{}", free_port()),
         format!("127.0.0.1:{}", free_port()),
     ];
     let routes = [upstream_route(None, "/", "gone"), upstream("gone", &servers, "")].concat();
-    let f = common::start("", &routes);
+    (servers, common::start("", &routes))
+}
+
+#[test]
+fn all_servers_dead_is_a_short_502() {
+    let (_, f) = dead_group();
     let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/x");
     assert_eq!(statuses(&out.stdout), ["502"], "{}", out.all());
     let body = out.stdout.split("\nstatus=").next().unwrap_or("");
@@ -212,17 +229,9 @@ fn all_servers_dead_is_a_short_502() {
 /// while the metrics count every failure.
 #[test]
 fn a_dead_origin_costs_a_log_line_a_second_not_one_per_request() {
-    let servers = vec![
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    let routes = [upstream_route(None, "/", "gone"), upstream("gone", &servers, "")].concat();
-    let f = common::start("", &routes);
+    let (servers, f) = dead_group();
     let burst = |n: usize| {
-        let urls: Vec<String> = (0..n).map(|i| f.url(&format!("/dead/{i}"))).collect();
-        let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
-        args.extend(["--http1.1", "-w", "status=%{http_code}\n"]);
-        let out = f.curl(&args, "/dead/last");
+        let out = curl_many(&f, "/dead/", n, "last", &["--http1.1", "-w", "status=%{http_code}\n"]);
         assert_eq!(statuses(&out.stdout), vec!["502"; n + 1], "{}", out.all());
     };
     let lines = |log: &str| {
@@ -331,20 +340,23 @@ fn requests_do_not_pile_up_on_a_blackholed_origin() {
     let out = f.curl(&["-w", "\nstatus=%{http_code}\n"], "/first");
     assert_eq!(statuses(&out.stdout), ["502"], "{}", out.all());
     // 20 requests at once: one tries the server again, the rest are answered at once.
-    let urls: Vec<String> = (0..19).map(|i| f.url(&format!("/x/{i}"))).collect();
-    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
-    args.extend([
-        "--parallel",
-        "--parallel-immediate",
-        "--parallel-max",
-        "20",
-        "--http1.1",
-        "-o",
-        "/dev/null",
-        "-w",
-        "status=%{http_code} time=%{time_total}\n",
-    ]);
-    let out = f.curl(&args, "/x/last");
+    let out = curl_many(
+        &f,
+        "/x/",
+        19,
+        "last",
+        &[
+            "--parallel",
+            "--parallel-immediate",
+            "--parallel-max",
+            "20",
+            "--http1.1",
+            "-o",
+            "/dev/null",
+            "-w",
+            "status=%{http_code} time=%{time_total}\n",
+        ],
+    );
     let answers: Vec<(String, f64)> = out
         .stdout
         .lines()
