@@ -270,6 +270,10 @@ pub struct Metrics {
     /// 1 while an origin server passes its group's active health check, 0 while it fails it
     /// (servers of groups with checks only; set at scrape time).
     pub upstream_server_healthy: Family<InFlightLabels, Gauge>,
+    /// 1 while an origin server is in its group's rotation, 0 while it is skipped: marked down
+    /// after `max_fails` failures (for `fail_timeout`, or until it answers) or failing its active
+    /// health check (every server; set at scrape time).
+    pub upstream_server_up: Family<InFlightLabels, Gauge>,
     /// Active health-check probes by group and result (copied in at scrape time).
     pub upstream_health_checks: Family<HealthCheckLabels, Counter>,
     /// Connections open per origin server, idle and busy (set at scrape time).
@@ -426,6 +430,12 @@ impl Metrics {
             "1 while an origin server passes its group's active health check, 0 while it fails it",
             upstream_server_healthy.clone(),
         );
+        let upstream_server_up = Family::default();
+        registry.register(
+            "upstream_server_up",
+            "1 while an origin server is in its group's rotation, 0 while it is skipped (marked down after failures, or failing its health check)",
+            upstream_server_up.clone(),
+        );
         let upstream_health_checks = Family::default();
         registry.register(
             "upstream_health_checks",
@@ -542,6 +552,7 @@ impl Metrics {
             upstream_errors,
             upstream_tls_handshakes,
             upstream_server_healthy,
+            upstream_server_up,
             upstream_health_checks,
             upstream_connections,
             upstream_queued,

@@ -161,7 +161,7 @@ fn a_dead_server_is_skipped_for_fail_timeout_after_its_first_failure() {
         upstream_route(None, "/brief/", "brief"),
         // The dead server comes first, so round robin tries it on the very first request.
         upstream("pool", &[dead.clone(), live.addr()], "fail_timeout = \"60s\""),
-        upstream("brief", &[dead, live.addr()], "fail_timeout = \"1s\""),
+        upstream("brief", &[dead.clone(), live.addr()], "fail_timeout = \"1s\""),
     ]
     .concat();
     let f = common::start("", &routes);
@@ -183,10 +183,19 @@ fn a_dead_server_is_skipped_for_fail_timeout_after_its_first_failure() {
             &[&format!("upstream=\"{group}\""), "kind=\"connect\""],
         )
     };
+    let up = |group: &str, server: &str| {
+        f.gw.metric(
+            "tlsgate_upstream_server_up",
+            &[&format!("upstream=\"{group}\""), &format!("server=\"{server}\"")],
+        )
+    };
+    assert_eq!(up("pool", &dead), 1.0, "in rotation until it fails: {}", f.gw.metrics());
     get("/item/", 5);
     assert_eq!(live.count(), 6);
     // One connect failure, then the dead server is not tried again within fail_timeout.
     assert_eq!(connect_errors("pool"), 1.0, "{}", f.gw.metrics());
+    assert_eq!(up("pool", &dead), 0.0, "{}", f.gw.metrics());
+    assert_eq!(up("pool", &live.addr()), 1.0, "{}", f.gw.metrics());
 
     // Once fail_timeout has passed the server gets another chance (and fails again).
     get("/brief/", 1);

@@ -489,19 +489,23 @@ async fn sweep(pool: std::sync::Weak<OriginPool>, servers: Vec<Arc<UpstreamServe
     }
 }
 
-/// Copies every current upstream server's requests in flight into `tlsgate_upstream_in_flight`
-/// (at scrape time; servers no longer configured disappear).
+/// Copies every current upstream server's requests in flight into `tlsgate_upstream_in_flight`,
+/// and whether it is in rotation into `tlsgate_upstream_server_up` (at scrape time; servers no
+/// longer configured disappear).
 pub fn export_in_flight(gateway: &crate::Gateway) {
     use tlsgate_admin::metrics::{intern, InFlightLabels};
-    let gauge = &gateway.metrics.upstream_in_flight;
-    gauge.clear();
+    let (in_flight, up) = (&gateway.metrics.upstream_in_flight, &gateway.metrics.upstream_server_up);
+    in_flight.clear();
+    up.clear();
     for group in &gateway.current().upstreams {
+        let now = group.now_ms();
         for s in &group.servers {
             let labels = InFlightLabels {
                 upstream: group.label,
                 server: intern(s.authority.as_str()),
             };
-            gauge.get_or_create(&labels).set(s.in_flight() as i64);
+            in_flight.get_or_create(&labels).set(s.in_flight() as i64);
+            up.get_or_create(&labels).set(i64::from(s.is_up(now)));
         }
     }
 }
