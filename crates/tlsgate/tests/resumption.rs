@@ -151,37 +151,6 @@ fn tls13_tickets_arrive_without_a_request() {
     assert_eq!(handshakes(&f, "full"), 1.0, "{}", f.gw.metrics());
 }
 
-/// A client that sends its Finished and its first request in one write (most clients with a
-/// request waiting do) gets the TLS 1.3 tickets in the same write as the answer: the server's
-/// first segment after the handshake holds the answer, not the tickets alone as when they are
-/// written at the handshake's end. The tickets still arrive and resume.
-#[test]
-fn tls13_tickets_ride_with_the_answer_when_the_request_came_with_the_finished() {
-    let f = common::start("", "");
-    let port = f.https.to_string();
-    let ca = f.pki.ca_file();
-    let out = tlsgate_testkit::python::run_script(
-        "request_with_finished.py",
-        include_str!("resumption_env/request_with_finished.py"),
-        &[&port, ca.to_str().unwrap(), "6"],
-        b"",
-        Duration::from_secs(30),
-    );
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{}", out.all());
-    for (i, line) in lines.iter().enumerate() {
-        let reused = if i == 0 { "reused=0" } else { "reused=1" };
-        assert_eq!(
-            *line,
-            format!("{reused} answer_in_first_read=1 answer=1 ticket=1"),
-            "connection {i}: {}",
-            out.all()
-        );
-    }
-    assert_eq!(handshakes(&f, "tls13_psk"), 5.0, "{}", f.gw.metrics());
-    assert_eq!(handshakes(&f, "full"), 1.0, "{}", f.gw.metrics());
-}
-
 #[test]
 fn session_cache_switched_off_resumes_nothing_by_session_id() {
     let f = common::start("[tls.session_cache]\nenabled = false\n", "");

@@ -187,12 +187,8 @@ pub async fn accept(
     }
     let h2 = info.alpn.as_deref() == Some(b"h2");
     // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
-    // they go along, but HTTP/1.1 writes nothing before a request comes and is answered. Unless
-    // the request is here already (sent with the client's Finished, as most clients that have a
-    // request do): BoringSSL writes the tickets in the same write as the answer, or as the
-    // close_notify if there is none, one `sendto` and one segment less per connection.
-    let request_here = tls.get_ref().has_input();
-    if !h2 && info.version == "TLSv1.3" && !request_here && !send_session_tickets(&mut tls, peer).await {
+    // they go along, but HTTP/1.1 writes nothing before a request comes and is answered.
+    if !h2 && info.version == "TLSv1.3" && !send_session_tickets(&mut tls, peer).await {
         return None;
     }
     if info.early_data {
@@ -243,8 +239,7 @@ async fn handshake_deadlines<F: Future>(
 }
 
 /// Writes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake
-/// (it sends them only with the next application write or alert; `tlsgate_tls::take_pending_flight`),
-/// for a client that has sent nothing after its Finished yet.
+/// (it sends them only with the next application write; `tlsgate_tls::take_pending_flight`).
 /// A client that reads its tickets before it sends anything — `openssl s_client -sess_out`, a
 /// browser's preconnected socket that closes unused — otherwise leaves without a session; OpenSSL
 /// servers (nginx) write them with the handshake too. The cost, measured: one more write and TCP

@@ -214,12 +214,6 @@ impl<S> MeteredStream<S> {
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.inner
     }
-
-    /// True while bytes read from the socket wait here for the layer above (after a handshake:
-    /// the client sent more than its Finished in the same segments, its first request).
-    pub fn has_input(&self) -> bool {
-        self.ahead.is_some()
-    }
 }
 
 /// Bytes read at once when the caller asks for less (a TLS record header, a small record).
