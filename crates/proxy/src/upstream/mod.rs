@@ -258,8 +258,9 @@ impl UpstreamGroup {
             let server = &self.servers[idx];
             // Every server is down (the balancer fell back to one of them): one request at a
             // time tries it again, the others are answered at once instead of piling up on
-            // connects that are likely to time out.
-            let _trial = if server.is_up(self.now_ms()) {
+            // connects that are likely to time out. (The balancer never returns a server that fails
+            // its active check, so only the passive mark matters here.)
+            let _trial = if !server.marked_down(|| self.now_ms()) {
                 None
             } else {
                 match server.try_trial() {

@@ -145,6 +145,13 @@ impl UpstreamServer {
         }
     }
 
+    /// True while a passive mark (`max_fails`) skips the server; `now_ms` is read only when a
+    /// mark is set, so the usual case (never marked, or answered since) costs no clock read.
+    pub(super) fn marked_down(&self, now_ms: impl FnOnce() -> u64) -> bool {
+        let until = self.down_until_ms.load(Ordering::Relaxed);
+        until != 0 && until > now_ms()
+    }
+
     /// Skips the server until `until_ms` (passive ejection after a failed connect).
     pub fn mark_down_until(&self, until_ms: u64) {
         self.down_until_ms.store(until_ms, Ordering::Relaxed);
@@ -213,8 +220,8 @@ pub enum Marked {
     No,
     /// Marked down; it was up until now (a change worth a log line of its own).
     Down,
-    /// Marked down again while still down: every server of the group was down, so the request
-    /// tried one of them anyway.
+    /// Marked down again while still down: a request tried it anyway (every server of the
+    /// group was down, so one request at a time does), or it was in flight when the mark came.
     Again,
 }
 
