@@ -73,8 +73,10 @@ bench_build_tlsgate() { # BIN
   fi
 }
 # A private copy of the measured server (GATEWAY_BIN, else BIN) in $WORK/tlsgate-server, so a
-# rebuild during the run cannot swap the binary under the measurements. Sets GW_BIN.
+# rebuild during the run cannot swap the binary under the measurements. Sets GW_BIN. A WORK
+# named by the caller need not exist yet.
 bench_copy_gateway() { # BIN
+  mkdir -p "$WORK"
   cp "${GATEWAY_BIN:-$1}" "$WORK/tlsgate-server"
   GW_BIN=$WORK/tlsgate-server
 }

@@ -20,3 +20,4 @@ pub mod request;
 pub mod response;
 
 pub use error::Error;
+pub use response::connection_persists;

@@ -143,8 +143,9 @@ fn framing(status: StatusCode, head_request: bool, headers: &HeaderMap) -> Resul
     })
 }
 
-/// HTTP/1.1 persists unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
-fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
+/// HTTP/1.1 persists unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`
+/// (RFC 9112 §9.3, the same for requests and responses).
+pub fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
     let mut close = false;
     let mut keep_alive = false;
     for value in headers.get_all(CONNECTION) {

@@ -186,9 +186,10 @@ pub async fn accept(
         metrics.handshakes_refused.get_or_create(&labels).inc();
     }
     let h2 = info.alpn.as_deref() == Some(b"h2");
-    // TLS 1.3 tickets now, not with the first response: HTTP/2 writes its SETTINGS at once and
-    // they go along, but HTTP/1.1 writes nothing before a request comes and is answered.
-    if !h2 && info.version == "TLSv1.3" && !send_session_tickets(&mut tls, peer).await {
+    // TLS 1.3 tickets handed to the stream: HTTP/2 writes its SETTINGS at once and they go
+    // along, but HTTP/1.1 writes nothing before a request comes and is answered, and a client
+    // that sends none must still get them.
+    if !h2 && info.version == "TLSv1.3" && !send_session_tickets(&mut tls, peer) {
         return None;
     }
     if info.early_data {
@@ -238,29 +239,25 @@ async fn handshake_deadlines<F: Future>(
     tokio::time::timeout(total - silent, accept).await.map_err(|_| TimedOut)
 }
 
-/// Writes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake
-/// (it sends them only with the next application write; `tlsgate_tls::take_pending_flight`).
-/// A client that reads its tickets before it sends anything — `openssl s_client -sess_out`, a
-/// browser's preconnected socket that closes unused — otherwise leaves without a session; OpenSSL
-/// servers (nginx) write them with the handshake too. The cost, measured: one more write and TCP
-/// segment per TLS 1.3 HTTP/1.1 connection (docs/OPTIMISATIONS.md). The records are a few hundred
-/// bytes into the empty send buffer of a fresh connection, so the write does not wait on the
-/// client. False when the connection is broken and must be dropped.
-async fn send_session_tickets(tls: &mut SslStream<MeteredStream<TcpStream>>, peer: SocketAddr) -> bool {
-    let records = match tlsgate_tls::take_pending_flight(tls.ssl_mut()) {
-        Ok(records) => records,
+/// Takes the TLS 1.3 NewSessionTicket messages BoringSSL queued at the end of the handshake (it
+/// sends them only with the next application write; `tlsgate_tls::take_pending_flight`) and
+/// hands them to the connection's stream, which sends them with the first response or before
+/// the gateway first waits for the client, whichever comes first ([`MeteredStream::hold`]). A
+/// client that reads its tickets before it sends anything — `openssl s_client -sess_out`, a
+/// browser's preconnected socket that closes unused — would otherwise leave without a session
+/// (OpenSSL servers, nginx, write them with the handshake); a client whose request came with its
+/// Finished gets them in the same write and segment as the answer. False when the connection is
+/// broken and must be dropped.
+fn send_session_tickets(tls: &mut SslStream<MeteredStream<TcpStream>>, peer: SocketAddr) -> bool {
+    match tlsgate_tls::take_pending_flight(tls.ssl_mut()) {
+        Ok(records) => {
+            if !records.is_empty() {
+                tls.get_mut().hold(&records);
+            }
+            true
+        }
         Err(e) => {
             tracing::debug!(%peer, error = %e, "cannot flush the session tickets");
-            return false;
-        }
-    };
-    if records.is_empty() {
-        return true;
-    }
-    match tls.get_mut().write_all(&records).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "cannot send the session tickets");
             false
         }
     }

@@ -136,9 +136,11 @@ pub async fn serve<S>(
                     tracing::debug!(error = %e, "tunnel ended with an error");
                 }
             }
-            // What hyper does at the end of a connection it shuts down itself: close_notify.
+            // What hyper does at the end of a connection it shuts down itself: close_notify,
+            // with the response's end held for it (`io`), within the send timeout: a client
+            // that reads nothing cannot keep the connection.
             None => {
-                let _ = tls.shutdown().await;
+                let _ = tokio::time::timeout(limits.send_timeout, tls.shutdown()).await;
             }
         }
         return;
@@ -241,7 +243,9 @@ where
 /// sending; closing at once with unread bytes makes the kernel send a reset that destroys the
 /// response in flight. Half-close, then read and discard for a moment before closing.
 async fn linger(raw: &mut MeteredStream<TcpStream>) {
-    // The TCP half-close itself: `MeteredStream`'s own shutdown only flushes.
+    // What the stream held for the close goes first (`MeteredStream`'s own shutdown sends it),
+    // then the TCP half-close itself.
+    let _ = tokio::time::timeout(Duration::from_secs(2), raw.shutdown()).await;
     let _ = raw.get_mut().shutdown().await;
     let mut buf = vec![0u8; 16 * 1024];
     let mut total = 0usize;

@@ -1,12 +1,21 @@
 //! A TCP stream wrapper that counts bytes for metrics, records what the connection's watchdog
 //! needs ([`Activity`]: whether any byte arrived yet, since when the client has accepted nothing
 //! we had to send, requests in flight and the last time one started or ended, an HTTP/2 header
-//! block left open), and buffers small reads.
+//! block left open), buffers small reads, and holds the end of a connection's last response
+//! for its close.
 //!
 //! BoringSSL reads a record in two steps, the 5-byte header and then the body, and ignores
 //! read-ahead; without a buffer below it every request costs two `recvfrom` calls. A small read
 //! is served from one `READ_AHEAD`-byte read instead. The buffer exists only while it holds
 //! bytes, so an idle connection keeps none.
+//!
+//! Once the body of a connection's last response has ended ([`Activity::last_response_ended`]:
+//! the HTTP/1.1 request asked to close, or the gateway drains), what is written next — the
+//! response's last bytes, then the TLS close_notify — is held (up to [`HOLD_MAX`] bytes) and goes
+//! out in one `sendto` at the shutdown, instead of one each (one segment, and one wake-up of the
+//! client, fewer per short connection). Flushes do not send held bytes; a read that reaches the
+//! socket, a shutdown, or a write past the limit does, so nothing waits for anything but the
+//! connection's own next step.
 
 use bytes::{Buf, BytesMut};
 use pin_project_lite::pin_project;
@@ -41,6 +50,8 @@ pub struct Activity {
     bodies_waiting: AtomicUsize,
     /// Times a waiting body was asked for more (progress while some wait).
     bodies_taken: AtomicU64,
+    /// The body of the connection's last response has ended: writes are held for the close.
+    closing: AtomicBool,
 }
 
 /// No such moment.
@@ -71,6 +82,7 @@ impl Activity {
             finished: AtomicU64::new(0),
             bodies_waiting: AtomicUsize::new(0),
             bodies_taken: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
         })
     }
 
@@ -103,6 +115,23 @@ impl Activity {
     pub fn body_taken(&self) {
         self.bodies_waiting.fetch_sub(1, Ordering::Relaxed);
         self.bodies_taken.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The body of the connection's last response has ended (the connection closes after it):
+    /// the stream holds what is written from now on for the close (module documentation).
+    pub fn last_response_ended(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    fn holds_writes(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// The connection reads again after all: it did not close, nothing more is held.
+    fn reading_again(&self) {
+        if self.closing.load(Ordering::Relaxed) {
+            self.closing.store(false, Ordering::Relaxed);
+        }
     }
 
     /// The per-request counters now.
@@ -171,6 +200,12 @@ pin_project! {
         written: u64,
         metrics: Arc<tlsgate_admin::Metrics>,
         ahead: Option<BytesMut>,
+        // Bytes not yet sent: written while the connection's last response ended (for the
+        // close), or handed over to go with the next write (`hold`).
+        held: Option<BytesMut>,
+        // `held` has bytes of the caller's own writes, which a flush must send (unless they
+        // wait for the close).
+        owed: bool,
     }
 
     impl<S> PinnedDrop for MeteredStream<S> {
@@ -202,7 +237,18 @@ impl<S> MeteredStream<S> {
             written: 0,
             metrics,
             ahead: None,
+            held: None,
+            owed: false,
         }
+    }
+
+    /// Bytes to send with the next write, or before the connection next waits for the client,
+    /// whichever comes first (TLS 1.3 session tickets: with the first response, one `sendto`
+    /// and segment fewer, or before the gateway waits for a request that has not come whole).
+    pub fn hold(&mut self, bytes: &[u8]) {
+        self.held
+            .get_or_insert_with(|| BytesMut::with_capacity(bytes.len().max(512)))
+            .extend_from_slice(bytes);
     }
 
     /// The wrapped stream.
@@ -219,6 +265,9 @@ impl<S> MeteredStream<S> {
 /// Bytes read at once when the caller asks for less (a TLS record header, a small record).
 const READ_AHEAD: usize = 8 * 1024;
 
+/// The most bytes held for a connection's close: a larger last write goes out as it comes.
+pub const HOLD_MAX: usize = 16 * 1024;
+
 fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
     if let Some(pending) = ahead {
         let n = pending.len().min(buf.remaining());
@@ -230,13 +279,23 @@ fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
     }
 }
 
-impl<S: AsyncRead> AsyncRead for MeteredStream<S> {
+impl<S: AsyncRead + AsyncWrite> AsyncRead for MeteredStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.project();
+        let mut this = self.project();
         if this.ahead.is_some() {
             drain_into(this.ahead, buf);
             return Poll::Ready(Ok(()));
         }
+        // Waiting for the client: whatever is held must be out first.
+        this.activity.reading_again();
+        std::task::ready!(send_held(
+            this.inner.as_mut(),
+            this.held,
+            this.owed,
+            this.written,
+            this.activity,
+            cx
+        ))?;
         if buf.remaining() >= READ_AHEAD {
             let before = buf.filled().len();
             let res = this.inner.poll_read(cx, buf);
@@ -275,9 +334,141 @@ fn account_write(res: &Poll<io::Result<usize>>, written: &mut u64, activity: &Ac
     }
 }
 
-impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
+/// Sends what is held for the close, if anything (done when all of it went).
+fn send_held<S: AsyncWrite>(
+    inner: Pin<&mut S>,
+    held: &mut Option<BytesMut>,
+    owed: &mut bool,
+    written: &mut u64,
+    activity: &Activity,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    send_held_with(inner, held, owed, written, activity, cx, |s, cx, b| s.poll_write(cx, b))
+}
+
+/// [`send_held`] through `write`.
+fn send_held_with<S>(
+    mut inner: Pin<&mut S>,
+    held: &mut Option<BytesMut>,
+    owed: &mut bool,
+    written: &mut u64,
+    activity: &Activity,
+    cx: &mut Context<'_>,
+    mut write: impl FnMut(Pin<&mut S>, &mut Context<'_>, &[u8]) -> Poll<io::Result<usize>>,
+) -> Poll<io::Result<()>> {
+    while let Some(bytes) = held.as_mut() {
+        if bytes.is_empty() {
+            *held = None;
+            break;
+        }
+        let res = write(inner.as_mut(), cx, bytes);
+        account_write(&res, written, activity);
+        match std::task::ready!(res) {
+            Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Ok(n) => bytes.advance(n),
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+    *owed = false;
+    Poll::Ready(Ok(()))
+}
+
+/// Holds `len` more bytes for the close when the last response has ended and they fit.
+fn hold(held: &mut Option<BytesMut>, activity: &Activity, len: usize, put: impl FnOnce(&mut BytesMut)) -> bool {
+    let have = held.as_ref().map_or(0, |h| h.len());
+    if !activity.holds_writes() || have + len > HOLD_MAX {
+        return false;
+    }
+    put(held.get_or_insert_with(|| BytesMut::with_capacity(len.max(512))));
+    true
+}
+
+/// Adds a write of `len` bytes to what is held from before (the session tickets), when both fit
+/// in one write: one `sendto` for both.
+fn join_held(held: &mut Option<BytesMut>, len: usize, put: impl FnOnce(&mut BytesMut)) -> bool {
+    match held {
+        Some(h) if h.len() + len <= HOLD_MAX => {
+            put(h);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A write of `len` bytes joined to the held ones: taken, whether or not all went out now (what
+/// is left goes with the flush that follows a write).
+fn sent_with_held<S: AsyncWrite>(
+    inner: Pin<&mut S>,
+    held: &mut Option<BytesMut>,
+    owed: &mut bool,
+    written: &mut u64,
+    activity: &Activity,
+    cx: &mut Context<'_>,
+    len: usize,
+) -> Poll<io::Result<usize>> {
+    match send_held(inner, held, owed, written, activity, cx) {
+        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(len)),
+    }
+}
+
+/// A stream that can send a connection's last bytes so that the FIN of the close that follows
+/// leaves in the same segment (`MSG_MORE`: the kernel keeps them until the close adds the FIN).
+pub trait SendLast: AsyncWrite {
+    /// Sends some of `buf`, the connection's last bytes before its close.
+    fn poll_send_last(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+}
+
+impl SendLast for tokio::net::TcpStream {
+    fn poll_send_last(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        use nix::sys::socket::{send, MsgFlags};
+        use std::os::fd::AsRawFd as _;
+        let this = self.get_mut();
+        loop {
+            std::task::ready!(this.poll_write_ready(cx))?;
+            let sent = this.try_io(tokio::io::Interest::WRITABLE, || {
+                send(
+                    this.as_raw_fd(),
+                    buf,
+                    MsgFlags::from_bits_retain(nix::libc::MSG_MORE) | MsgFlags::MSG_NOSIGNAL,
+                )
+                .map_err(io::Error::from)
+            });
+            match sent {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+}
+
+impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.project();
+        let mut this = self.project();
+        if hold(this.held, this.activity, buf.len(), |h| h.extend_from_slice(buf)) {
+            *this.owed = true;
+            return Poll::Ready(Ok(buf.len()));
+        }
+        if join_held(this.held, buf.len(), |h| h.extend_from_slice(buf)) {
+            *this.owed = true;
+            return sent_with_held(
+                this.inner,
+                this.held,
+                this.owed,
+                this.written,
+                this.activity,
+                cx,
+                buf.len(),
+            );
+        }
+        std::task::ready!(send_held(
+            this.inner.as_mut(),
+            this.held,
+            this.owed,
+            this.written,
+            this.activity,
+            cx
+        ))?;
         let res = this.inner.poll_write(cx, buf);
         account_write(&res, this.written, this.activity);
         res
@@ -288,7 +479,26 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.project();
+        let mut this = self.project();
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if hold(this.held, this.activity, len, |h| {
+            bufs.iter().for_each(|b| h.extend_from_slice(b))
+        }) {
+            *this.owed = true;
+            return Poll::Ready(Ok(len));
+        }
+        if join_held(this.held, len, |h| bufs.iter().for_each(|b| h.extend_from_slice(b))) {
+            *this.owed = true;
+            return sent_with_held(this.inner, this.held, this.owed, this.written, this.activity, cx, len);
+        }
+        std::task::ready!(send_held(
+            this.inner.as_mut(),
+            this.held,
+            this.owed,
+            this.written,
+            this.activity,
+            cx
+        ))?;
         let res = this.inner.poll_write_vectored(cx, bufs);
         account_write(&res, this.written, this.activity);
         res
@@ -298,16 +508,57 @@ impl<S: AsyncWrite> AsyncWrite for MeteredStream<S> {
         self.inner.is_write_vectored()
     }
 
+    /// Sends what the caller wrote and is still held, unless it waits for the close; bytes
+    /// handed over with [`MeteredStream::hold`] alone wait for a write, a read or the shutdown.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().inner.poll_flush(cx)
+        let mut this = self.project();
+        if *this.owed && !this.activity.holds_writes() {
+            std::task::ready!(send_held(
+                this.inner.as_mut(),
+                this.held,
+                this.owed,
+                this.written,
+                this.activity,
+                cx
+            ))?;
+        }
+        this.inner.poll_flush(cx)
     }
 
-    /// Flushes only. The gateway drops a client connection right after shutting it down, and
+    /// Sends what is held for the close and flushes; no TCP shutdown. The gateway drops a client connection right after shutting it down, and
     /// `close` sends the FIN that `shutdown(SHUT_WR)` would: the extra system call (which fails
     /// with `ENOTCONN` whenever the client has already gone) is saved on every connection. Code
     /// that half-closes and then keeps reading (the lingering close) shuts down the inner stream
     /// itself through [`MeteredStream::get_mut`].
+    ///
+    /// Bytes held for the close of a connection whose last response ended are sent as its last
+    /// ([`SendLast`]): the close that follows adds its FIN to their segment.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().inner.poll_flush(cx)
+        let mut this = self.project();
+        if this.activity.holds_writes() {
+            std::task::ready!(send_held_with(
+                this.inner.as_mut(),
+                this.held,
+                this.owed,
+                this.written,
+                this.activity,
+                cx,
+                |s, cx, b| s.poll_send_last(cx, b),
+            ))?;
+        } else {
+            std::task::ready!(send_held(
+                this.inner.as_mut(),
+                this.held,
+                this.owed,
+                this.written,
+                this.activity,
+                cx
+            ))?;
+        }
+        this.inner.poll_flush(cx)
     }
 }
+
+#[cfg(test)]
+#[path = "io_tests.rs"]
+mod tests;

@@ -85,6 +85,8 @@ pub struct RequestLog {
     upstream: UpstreamFacts,
     bytes_out: u64,
     done: bool,
+    /// The connection closes after this response (HTTP/1.1): its end is held for the close.
+    last_on_connection: bool,
 }
 
 impl RequestLog {
@@ -107,12 +109,19 @@ impl RequestLog {
             upstream: UpstreamFacts::default(),
             bytes_out: 0,
             done: false,
+            last_on_connection: false,
         }
     }
 
     /// Where `UpstreamGroup::forward` reports the origin, its time and the upload.
     pub fn upstream(&mut self) -> &mut UpstreamFacts {
         &mut self.upstream
+    }
+
+    /// The connection closes after this response: when its body ends, the connection's stream
+    /// holds the rest for the close (`downstream::io`).
+    pub fn last_on_connection(&mut self) {
+        self.last_on_connection = true;
     }
 
     /// Hands the record to the response: it is written when the body ends. A response the
@@ -140,6 +149,9 @@ impl RequestLog {
         }
         // The request no longer counts as in flight, and its origin slot is given back.
         self.ctx.activity.request_finished();
+        if self.last_on_connection && outcome == Outcome::Complete {
+            self.ctx.activity.last_response_ended();
+        }
         self.upstream.slot = None;
         let ctx = &*self.ctx;
         let status = self.status.map_or(CLIENT_CLOSED_REQUEST, |s| s.as_u16());

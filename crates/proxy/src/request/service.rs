@@ -201,6 +201,8 @@ pub async fn handle(
     let current = ctx.gateway.current();
     let mut log = RequestLog::new(&ctx, &req, &current.config.log);
     let close = ctx.protocol == "h1" && ctx.gateway.draining();
+    // The client's own close (HTTP/1.1 `Connection: close`, HTTP/1.0 without keep-alive).
+    let closes_after = ctx.protocol == "h1" && !tlsgate_h1::connection_persists(req.version(), req.headers());
     if ctx.in_early_data() || req.extensions().get::<InEarlyData>().is_some() {
         let stats = &ctx.gateway.sessions.early_data.stats;
         if !safe_in_early_data(&req) {
@@ -245,10 +247,15 @@ pub async fn handle(
     if ctx.protocol != "h3" {
         crate::downstream::quic::alt_svc::advertise(&generation, ctx.local, &mut response);
     }
-    if close && response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        if close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
+        if close || closes_after {
+            log.last_on_connection();
+        }
     }
     Ok(log.respond(response))
 }

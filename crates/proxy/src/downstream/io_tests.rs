@@ -1,0 +1,122 @@
+//! Unit tests of `downstream::io`: what the stream holds back, and the moments that send it, over
+//! a real loopback TCP connection (the end-to-end behaviour: crates/tlsgate/tests/resumption.rs
+//! for tickets without a request, and every test whose client asks to close).
+
+use super::*;
+use std::future::poll_fn;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A metered server side and the plain client side of one loopback connection.
+async fn pair() -> (MeteredStream<TcpStream>, Arc<Activity>, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    let activity = Activity::new();
+    let metered = MeteredStream::new(server, activity.clone(), Arc::new(tlsgate_admin::Metrics::new()));
+    (metered, activity, client)
+}
+
+/// What has arrived at `client` within a moment (empty: nothing).
+async fn arrived(client: &mut TcpStream) -> Vec<u8> {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut got = vec![0u8; 64 * 1024];
+    match client.try_read(&mut got) {
+        Ok(n) => got.truncate(n),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => got.clear(),
+        Err(e) => panic!("{e}"),
+    }
+    got
+}
+
+#[tokio::test]
+async fn the_end_of_a_last_response_waits_through_flushes_for_the_shutdown() {
+    let (mut server, activity, mut client) = pair().await;
+    server.write_all(b"first response;").await.unwrap();
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"first response;");
+    activity.last_response_ended();
+    server.write_all(b"last bytes;").await.unwrap();
+    server.flush().await.unwrap();
+    server.write_all(b"close_notify").await.unwrap();
+    server.flush().await.unwrap();
+    assert_eq!(
+        arrived(&mut client).await,
+        b"",
+        "held bytes went out before the shutdown"
+    );
+    server.shutdown().await.unwrap();
+    drop(server);
+    let mut rest = Vec::new();
+    client.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, b"last bytes;close_notify");
+}
+
+#[tokio::test]
+async fn a_last_write_larger_than_the_hold_goes_out_at_once() {
+    let (mut server, activity, mut client) = pair().await;
+    activity.last_response_ended();
+    server.write_all(b"small;").await.unwrap();
+    let big = vec![b'x'; HOLD_MAX];
+    server.write_all(&big).await.unwrap();
+    server.flush().await.unwrap();
+    let mut got = vec![0u8; 6 + HOLD_MAX];
+    tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got))
+        .await
+        .expect("the bytes past the hold were sent")
+        .unwrap();
+    assert_eq!(&got[..6], b"small;");
+    assert!(got[6..].iter().all(|&b| b == b'x'));
+}
+
+#[tokio::test]
+async fn a_connection_that_reads_again_sends_what_it_held() {
+    let (mut server, activity, mut client) = pair().await;
+    activity.last_response_ended();
+    server.write_all(b"response").await.unwrap();
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"");
+    // The connection did not close after all: waiting for the next request sends the rest first.
+    let mut buf = [0u8; 16];
+    let read = poll_fn(|cx| {
+        let mut rb = ReadBuf::new(&mut buf);
+        Poll::Ready(Pin::new(&mut server).poll_read(cx, &mut rb).is_pending())
+    })
+    .await;
+    assert!(read, "nothing to read yet");
+    assert_eq!(arrived(&mut client).await, b"response");
+    server.write_all(b"next").await.unwrap();
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"next", "writes are no longer held");
+}
+
+#[tokio::test]
+async fn tickets_go_with_the_first_write_and_not_at_a_flush() {
+    let (mut server, _activity, mut client) = pair().await;
+    server.hold(b"tickets;");
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"", "a flush sent the tickets alone");
+    server.write_all(b"response").await.unwrap();
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"tickets;response");
+}
+
+#[tokio::test]
+async fn tickets_go_before_the_connection_waits_for_the_client() {
+    let (mut server, _activity, mut client) = pair().await;
+    server.hold(b"tickets");
+    let mut buf = [0u8; 16];
+    let pending = poll_fn(|cx| {
+        let mut rb = ReadBuf::new(&mut buf);
+        Poll::Ready(Pin::new(&mut server).poll_read(cx, &mut rb).is_pending())
+    })
+    .await;
+    assert!(pending);
+    assert_eq!(arrived(&mut client).await, b"tickets");
+    // The request, when it comes, is read as usual.
+    client.write_all(b"GET").await.unwrap();
+    let mut got = [0u8; 3];
+    server.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"GET");
+}
