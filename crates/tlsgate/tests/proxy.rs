@@ -541,3 +541,70 @@ fn http11_and_http2_clients_are_both_proxied() {
     }
     assert_eq!(origin.count(), 2);
 }
+
+/// A client that asks to close gets the whole answer and then the TLS close_notify: the end of
+/// the last response is held with the close_notify for the close (`downstream::io`), for a body
+/// held whole at the end, one larger than what is held, and one streamed in chunks; TLS 1.3,
+/// whose tickets are held too, and TLS 1.2. A `read_to_end` that ends without a close_notify
+/// (or a held byte lost) fails.
+#[test]
+fn a_client_that_asks_to_close_gets_the_whole_answer_and_then_close_notify() {
+    use std::io::{Read, Write};
+    let origin = Origin::start("bytes");
+    let routes = [
+        upstream_route(None, "/", "bytes"),
+        upstream("bytes", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    for version in [boring::ssl::SslVersion::TLS1_3, boring::ssl::SslVersion::TLS1_2] {
+        for (path, body) in [
+            ("/bytes?n=13", "x".repeat(13)),
+            ("/bytes?n=100000", "x".repeat(100_000)),
+            (
+                "/stream?chunks=3&ms=50",
+                (0..3).map(|i| format!("chunk {i}\n")).collect(),
+            ),
+        ] {
+            let tcp = std::net::TcpStream::connect(("127.0.0.1", f.https)).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+            b.set_ca_file(f.pki.ca_file()).unwrap();
+            b.set_min_proto_version(Some(version)).unwrap();
+            b.set_max_proto_version(Some(version)).unwrap();
+            let mut tls = b.build().connect("localhost", tcp).unwrap();
+            tls.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
+                .unwrap();
+            let mut out = Vec::new();
+            let read = tls.read_to_end(&mut out);
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                read.is_ok(),
+                "{version:?} {path}: no clean close_notify: {read:?}\n{text}"
+            );
+            assert!(text.starts_with("HTTP/1.1 200"), "{version:?} {path}: {text}");
+            let (_, got) = text.split_once("\r\n\r\n").expect("a head");
+            let got = if text.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+                dechunk(got)
+            } else {
+                got.to_string()
+            };
+            assert_eq!(got.len(), body.len(), "{version:?} {path}");
+            assert_eq!(got, body, "{version:?} {path}");
+        }
+    }
+}
+
+/// The data of a chunked body (well-formed, from the gateway).
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").expect("a chunk size");
+        let n = usize::from_str_radix(size.trim(), 16).expect("hex size");
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+}
