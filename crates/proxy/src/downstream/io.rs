@@ -192,6 +192,7 @@ impl Activity {
 
 pin_project! {
     /// Counts bytes read and written; reports them to metrics when dropped.
+    #[project = MeteredProj]
     pub struct MeteredStream<S> {
         #[pin]
         inner: S,
@@ -279,7 +280,7 @@ fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite> AsyncRead for MeteredStream<S> {
+impl<S: AsyncRead + SendLast> AsyncRead for MeteredStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         if this.ahead.is_some() {
@@ -288,14 +289,7 @@ impl<S: AsyncRead + AsyncWrite> AsyncRead for MeteredStream<S> {
         }
         // Waiting for the client: whatever is held must be out first.
         this.activity.reading_again();
-        std::task::ready!(send_held(
-            this.inner.as_mut(),
-            this.held,
-            this.owed,
-            this.written,
-            this.activity,
-            cx
-        ))?;
+        std::task::ready!(send_held(&mut this, cx, false))?;
         if buf.remaining() >= READ_AHEAD {
             let before = buf.filled().len();
             let res = this.inner.poll_read(cx, buf);
@@ -334,42 +328,27 @@ fn account_write(res: &Poll<io::Result<usize>>, written: &mut u64, activity: &Ac
     }
 }
 
-/// Sends what is held for the close, if anything (done when all of it went).
-fn send_held<S: AsyncWrite>(
-    inner: Pin<&mut S>,
-    held: &mut Option<BytesMut>,
-    owed: &mut bool,
-    written: &mut u64,
-    activity: &Activity,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<()>> {
-    send_held_with(inner, held, owed, written, activity, cx, |s, cx, b| s.poll_write(cx, b))
-}
-
-/// [`send_held`] through `write`.
-fn send_held_with<S>(
-    mut inner: Pin<&mut S>,
-    held: &mut Option<BytesMut>,
-    owed: &mut bool,
-    written: &mut u64,
-    activity: &Activity,
-    cx: &mut Context<'_>,
-    mut write: impl FnMut(Pin<&mut S>, &mut Context<'_>, &[u8]) -> Poll<io::Result<usize>>,
-) -> Poll<io::Result<()>> {
-    while let Some(bytes) = held.as_mut() {
+/// Sends what is held, if anything (done when all of it went); `last`: as the connection's last
+/// bytes ([`SendLast`]).
+fn send_held<S: SendLast>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, last: bool) -> Poll<io::Result<()>> {
+    while let Some(bytes) = this.held.as_mut() {
         if bytes.is_empty() {
-            *held = None;
+            *this.held = None;
             break;
         }
-        let res = write(inner.as_mut(), cx, bytes);
-        account_write(&res, written, activity);
+        let res = if last {
+            this.inner.as_mut().poll_send_last(cx, bytes)
+        } else {
+            this.inner.as_mut().poll_write(cx, bytes)
+        };
+        account_write(&res, this.written, this.activity);
         match std::task::ready!(res) {
             Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
             Ok(n) => bytes.advance(n),
             Err(e) => return Poll::Ready(Err(e)),
         }
     }
-    *owed = false;
+    *this.owed = false;
     Poll::Ready(Ok(()))
 }
 
@@ -395,21 +374,29 @@ fn join_held(held: &mut Option<BytesMut>, len: usize, put: impl FnOnce(&mut Byte
     }
 }
 
-/// A write of `len` bytes joined to the held ones: taken, whether or not all went out now (what
-/// is left goes with the flush that follows a write).
-fn sent_with_held<S: AsyncWrite>(
-    inner: Pin<&mut S>,
-    held: &mut Option<BytesMut>,
-    owed: &mut bool,
-    written: &mut u64,
-    activity: &Activity,
+/// A write of `len` bytes (`put` copies them) and the held ones: held too (for the close), or
+/// joined to them and sent together — taken either way (`Some`), whether or not all went out
+/// now: what is left goes with the flush that follows a write — or else the held ones sent
+/// first (`None`: the write itself goes to the socket).
+fn write_with_held<S: SendLast>(
+    this: &mut MeteredProj<'_, S>,
     cx: &mut Context<'_>,
     len: usize,
-) -> Poll<io::Result<usize>> {
-    match send_held(inner, held, owed, written, activity, cx) {
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(len)),
+    put: impl Fn(&mut BytesMut),
+) -> Poll<io::Result<Option<usize>>> {
+    if hold(this.held, this.activity, len, &put) {
+        *this.owed = true;
+        return Poll::Ready(Ok(Some(len)));
     }
+    if join_held(this.held, len, &put) {
+        *this.owed = true;
+        return match send_held(this, cx, false) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(Some(len))),
+        };
+    }
+    std::task::ready!(send_held(this, cx, false))?;
+    Poll::Ready(Ok(None))
 }
 
 /// A stream that can send a connection's last bytes so that the FIN of the close that follows
@@ -445,30 +432,9 @@ impl SendLast for tokio::net::TcpStream {
 impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let mut this = self.project();
-        if hold(this.held, this.activity, buf.len(), |h| h.extend_from_slice(buf)) {
-            *this.owed = true;
-            return Poll::Ready(Ok(buf.len()));
+        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, buf.len(), |h| h.extend_from_slice(buf)))? {
+            return Poll::Ready(Ok(n));
         }
-        if join_held(this.held, buf.len(), |h| h.extend_from_slice(buf)) {
-            *this.owed = true;
-            return sent_with_held(
-                this.inner,
-                this.held,
-                this.owed,
-                this.written,
-                this.activity,
-                cx,
-                buf.len(),
-            );
-        }
-        std::task::ready!(send_held(
-            this.inner.as_mut(),
-            this.held,
-            this.owed,
-            this.written,
-            this.activity,
-            cx
-        ))?;
         let res = this.inner.poll_write(cx, buf);
         account_write(&res, this.written, this.activity);
         res
@@ -481,24 +447,10 @@ impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     ) -> Poll<io::Result<usize>> {
         let mut this = self.project();
         let len = bufs.iter().map(|b| b.len()).sum();
-        if hold(this.held, this.activity, len, |h| {
-            bufs.iter().for_each(|b| h.extend_from_slice(b))
-        }) {
-            *this.owed = true;
-            return Poll::Ready(Ok(len));
+        let put = |h: &mut BytesMut| bufs.iter().for_each(|b| h.extend_from_slice(b));
+        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, len, put))? {
+            return Poll::Ready(Ok(n));
         }
-        if join_held(this.held, len, |h| bufs.iter().for_each(|b| h.extend_from_slice(b))) {
-            *this.owed = true;
-            return sent_with_held(this.inner, this.held, this.owed, this.written, this.activity, cx, len);
-        }
-        std::task::ready!(send_held(
-            this.inner.as_mut(),
-            this.held,
-            this.owed,
-            this.written,
-            this.activity,
-            cx
-        ))?;
         let res = this.inner.poll_write_vectored(cx, bufs);
         account_write(&res, this.written, this.activity);
         res
@@ -513,20 +465,13 @@ impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         if *this.owed && !this.activity.holds_writes() {
-            std::task::ready!(send_held(
-                this.inner.as_mut(),
-                this.held,
-                this.owed,
-                this.written,
-                this.activity,
-                cx
-            ))?;
+            std::task::ready!(send_held(&mut this, cx, false))?;
         }
         this.inner.poll_flush(cx)
     }
 
-    /// Sends what is held for the close and flushes; no TCP shutdown. The gateway drops a client connection right after shutting it down, and
-    /// `close` sends the FIN that `shutdown(SHUT_WR)` would: the extra system call (which fails
+    /// Sends what is held and flushes; no TCP shutdown. The gateway drops a client connection
+    /// right after shutting it down, and `close` sends the FIN that `shutdown(SHUT_WR)` would: the extra system call (which fails
     /// with `ENOTCONN` whenever the client has already gone) is saved on every connection. Code
     /// that half-closes and then keeps reading (the lingering close) shuts down the inner stream
     /// itself through [`MeteredStream::get_mut`].
@@ -535,26 +480,8 @@ impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     /// ([`SendLast`]): the close that follows adds its FIN to their segment.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
-        if this.activity.holds_writes() {
-            std::task::ready!(send_held_with(
-                this.inner.as_mut(),
-                this.held,
-                this.owed,
-                this.written,
-                this.activity,
-                cx,
-                |s, cx, b| s.poll_send_last(cx, b),
-            ))?;
-        } else {
-            std::task::ready!(send_held(
-                this.inner.as_mut(),
-                this.held,
-                this.owed,
-                this.written,
-                this.activity,
-                cx
-            ))?;
-        }
+        let last = this.activity.holds_writes();
+        std::task::ready!(send_held(&mut this, cx, last))?;
         this.inner.poll_flush(cx)
     }
 }
