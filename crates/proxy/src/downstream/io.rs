@@ -352,44 +352,26 @@ fn send_held<S: SendLast>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, l
     Poll::Ready(Ok(()))
 }
 
-/// Holds `len` more bytes for the close when the last response has ended and they fit.
-fn hold(held: &mut Option<BytesMut>, activity: &Activity, len: usize, put: impl FnOnce(&mut BytesMut)) -> bool {
-    let have = held.as_ref().map_or(0, |h| h.len());
-    if !activity.holds_writes() || have + len > HOLD_MAX {
-        return false;
-    }
-    put(held.get_or_insert_with(|| BytesMut::with_capacity(len.max(512))));
-    true
-}
-
-/// Adds a write of `len` bytes to what is held from before (the session tickets), when both fit
-/// in one write: one `sendto` for both.
-fn join_held(held: &mut Option<BytesMut>, len: usize, put: impl FnOnce(&mut BytesMut)) -> bool {
-    match held {
-        Some(h) if h.len() + len <= HOLD_MAX => {
-            put(h);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// A write of `len` bytes (`put` copies them) and the held ones: held too (for the close), or
-/// joined to them and sent together — taken either way (`Some`), whether or not all went out
-/// now: what is left goes with the flush that follows a write — or else the held ones sent
-/// first (`None`: the write itself goes to the socket).
+/// A write of `len` bytes (`put` copies them) and the held ones. When the last response has
+/// ended, or bytes are held from before (the session tickets), and all fit in [`HOLD_MAX`], the
+/// write joins them: kept for the close in the first case, sent together in one write in the
+/// second — taken either way (`Some`), whether or not all went out now (what is left goes with
+/// the flush that follows a write). Otherwise the held bytes go first (`None`: the write itself
+/// goes to the socket).
 fn write_with_held<S: SendLast>(
     this: &mut MeteredProj<'_, S>,
     cx: &mut Context<'_>,
     len: usize,
-    put: impl Fn(&mut BytesMut),
+    put: impl FnOnce(&mut BytesMut),
 ) -> Poll<io::Result<Option<usize>>> {
-    if hold(this.held, this.activity, len, &put) {
+    let closing = this.activity.holds_writes();
+    let have = this.held.as_ref().map(|h| h.len());
+    if (closing || have.is_some()) && have.unwrap_or(0) + len <= HOLD_MAX {
+        put(this.held.get_or_insert_with(|| BytesMut::with_capacity(len.max(512))));
         *this.owed = true;
-        return Poll::Ready(Ok(Some(len)));
-    }
-    if join_held(this.held, len, &put) {
-        *this.owed = true;
+        if closing {
+            return Poll::Ready(Ok(Some(len)));
+        }
         return match send_held(this, cx, false) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(Some(len))),
