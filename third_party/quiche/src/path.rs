@@ -483,6 +483,9 @@ impl Path {
             if self.max_challenge_size >= crate::MIN_CLIENT_INITIAL_LEN {
                 // Path MTU is sufficient for QUIC traffic.
                 self.promote_to(PathState::Validated);
+                // tlsgate patch: the other challenges still counted in flight
+                // are moot once one answer validated the path.
+                self.in_flight_challenges.clear();
                 return true;
             }
 
@@ -527,6 +530,17 @@ impl Path {
 
         // If we lost probing packets, check if the path failed
         // validation.
+        //
+        // tlsgate patch: not a path already validated. A challenge still
+        // counted in flight there was answered where it was not seen (a
+        // client answers on its default path, the old one while it probes),
+        // and a validated path's anti-amplification credit is no longer
+        // topped up (it is only spent), so the check below declared the
+        // connection's validated active path failed at its next probe
+        // timeout, and the connection moved back to the path it had left.
+        if self.state == PathState::Validated {
+            lost_probe_time = None;
+        }
         if let Some(lost_probe_time) = lost_probe_time {
             self.last_probe_lost_time = match self.last_probe_lost_time {
                 Some(last) => {
@@ -546,8 +560,12 @@ impl Path {
             // As a server, if requesting a challenge is not
             // possible due to the amplification attack, declare the
             // validation as failed.
+            // (tlsgate patch: only while the address is unverified: the
+            // credit is not kept once it is.)
             if self.probing_lost >= crate::MAX_PROBING_TIMEOUTS ||
-                (is_server && self.max_send_bytes < crate::MIN_PROBING_SIZE)
+                (is_server &&
+                    !self.verified_peer_address &&
+                    self.max_send_bytes < crate::MIN_PROBING_SIZE)
             {
                 self.on_failed_validation();
             } else {
