@@ -3,7 +3,7 @@
 //! PINGs do not keep an idle connection open, the gateway's keep-alive PINGs close a connection
 //! whose client stopped answering them (and leave one that answers alone), a header block left open (HEADERS and CONTINUATION
 //! without END_HEADERS) is closed at the header timeout, a client that takes none of its response is closed at the send timeout
-//! (HTTP/1.1 socket full; HTTP/2 flow-control window closed), and one connection's streams get
+//! (HTTP/1.1 socket full, also when only a `Connection: close` response's end and close_notify are left; HTTP/2 flow-control window closed), and one connection's streams get
 //! at most `max_upstream_requests_per_connection` origin connections (nghttp against a slow
 //! origin that counts how many it holds at once).
 
@@ -210,6 +210,98 @@ fn an_http11_client_that_reads_nothing_is_closed_at_the_send_timeout() {
         total += n;
     }
     assert!(total < 16 << 20, "the whole body arrived: the connection was not cut");
+}
+
+/// A TLS client of the gateway `f` that has sent `request` (and set its receive buffer to
+/// `rcvbuf` bytes first, when given).
+fn tls_client(f: &common::Fixture, request: &[u8]) -> boring::ssl::SslStream<TcpStream> {
+    let mut b = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+    b.set_ca_file(f.pki.ca_file()).unwrap();
+    let tcp = TcpStream::connect(f.connect()).unwrap();
+    let mut tls = b.build().connect("localhost", tcp).expect("handshake");
+    tls.write_all(request).unwrap();
+    tls
+}
+
+/// Reads `tls` until it ends or `limit` passes without a byte: the bytes read, and whether the
+/// connection ended (its end of stream, or an error other than the read timeout).
+fn drain(tls: &mut boring::ssl::SslStream<TcpStream>, limit: Duration) -> (usize, bool) {
+    tls.get_ref().set_read_timeout(Some(limit)).unwrap();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) => return (total, true),
+            Ok(n) => total += n,
+            Err(e) => {
+                let timed_out = matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut);
+                return (total, !timed_out);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_http11_client_that_takes_none_of_its_last_response_is_closed_at_the_send_timeout() {
+    // `Connection: close`: the response's last bytes and the close_notify are held for one
+    // segment with the FIN and sent at the final shutdown. A client that reads nothing may
+    // leave room for the rest of the response but not for those: the final shutdown must end
+    // at the send timeout too. How much a connection takes before it stops moving is measured
+    // first (a keep-alive request for 16 MB); responses of sizes around it, each on its own
+    // connection, end on either side of that edge, some of them in the final shutdown.
+    let origin = tlsgate_testkit::Origin::start("o1");
+    let routes = [upstream_route(None, "/bytes", "o"), upstream("o", &[origin.addr()], "")].concat();
+    let f = common::start_edited("", &routes, |t| {
+        t.replace("[server]\n", "[server]\nclient_send_timeout = \"1s\"\n")
+    });
+    let timeouts = || f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"send\""]);
+    let mut probe = tls_client(&f, b"GET /bytes?n=16000000 HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(
+        common::wait_until(Duration::from_secs(8), || timeouts() >= 1.0),
+        "a client reading nothing was not closed within 8 s (send timeout 1 s)"
+    );
+    let (room, ended) = drain(&mut probe, Duration::from_secs(5));
+    assert!(ended && room > 0 && room < 16_000_000, "{room} bytes, ended {ended}");
+    let sizes: Vec<usize> = (0..48).map(|i| room.saturating_sub(32_000) + i * 2_000).collect();
+    let mut clients: Vec<_> = sizes
+        .iter()
+        .map(|n| {
+            let request = format!("GET /bytes?n={n} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+            tls_client(&f, request.as_bytes())
+        })
+        .collect();
+    // The gateway ends every one of them, none read: whole responses with their close, the
+    // others at the send timeout (1 s, checked within an eighth of it).
+    let open = || f.gw.metric("tlsgate_open_connections", &[]);
+    assert!(
+        common::wait_until(Duration::from_secs(8), || open() == 0.0),
+        "{} connections still open 8 s after their requests (send timeout 1 s); {} in the final shutdown",
+        open(),
+        f.gw.log()
+            .matches("its last bytes were not taken within the send timeout")
+            .count()
+    );
+    let mut cut = 0;
+    for (c, n) in clients.iter_mut().zip(&sizes) {
+        let (read, ended) = drain(c, Duration::from_secs(5));
+        assert!(
+            ended,
+            "the connection for {n} bytes was still open after the send timeout ({read} bytes read)"
+        );
+        if read < *n {
+            cut += 1;
+        }
+    }
+    let log = f.gw.log();
+    let in_shutdown = log
+        .matches("its last bytes were not taken within the send timeout")
+        .count();
+    assert!(
+        in_shutdown >= 1,
+        "no connection ran out in its final shutdown ({cut} of {} cut short): the sizes missed the edge",
+        sizes.len()
+    );
+    assert_eq!(timeouts(), 1.0 + cut as f64, "{in_shutdown} in the final shutdown");
 }
 
 #[test]

@@ -114,7 +114,7 @@ pub async fn serve<S>(
                 Parked::Readable => continue,
                 // Drained: as hyper ends an idle connection when asked to finish.
                 Parked::Finished => {
-                    let _ = tls.shutdown().await;
+                    shutdown_within(&mut tls, limits.send_timeout, &metrics).await;
                     return;
                 }
                 Parked::Closed => return,
@@ -137,13 +137,26 @@ pub async fn serve<S>(
                 }
             }
             // What hyper does at the end of a connection it shuts down itself: close_notify,
-            // with the response's end held for it (`io`), within the send timeout: a client
-            // that reads nothing cannot keep the connection.
-            None => {
-                let _ = tokio::time::timeout(limits.send_timeout, tls.shutdown()).await;
-            }
+            // with the response's end held for it (`io`).
+            None => shutdown_within(&mut tls, limits.send_timeout, &metrics).await,
         }
         return;
+    }
+}
+
+/// Ends the TLS stream (close_notify, after what the stream below held for the close) within
+/// the send timeout: a client that reads nothing cannot keep the connection. Running out is a
+/// send timeout like one while the response was written (`client_timeouts_total{reason="send"}`).
+async fn shutdown_within(tls: &mut RecordSizer, limit: Duration, metrics: &tlsgate_admin::Metrics) {
+    if tokio::time::timeout(limit, tls.shutdown()).await.is_err() {
+        metrics
+            .client_timeouts
+            .get_or_create(&tlsgate_admin::metrics::ClientTimeoutLabels { reason: "send" })
+            .inc();
+        tracing::debug!(
+            ?limit,
+            "closing client connection: its last bytes were not taken within the send timeout"
+        );
     }
 }
 
