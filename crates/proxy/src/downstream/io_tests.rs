@@ -120,3 +120,52 @@ async fn tickets_go_before_the_connection_waits_for_the_client() {
     server.read_exact(&mut got).await.unwrap();
     assert_eq!(&got, b"GET");
 }
+
+/// A TLS-like record: a 5-byte header announcing `len` bytes, then `len` bytes of `fill`.
+fn record(len: usize, fill: u8) -> Vec<u8> {
+    let mut r = vec![23, 3, 3];
+    r.extend_from_slice(&u16::try_from(len).unwrap().to_be_bytes());
+    r.resize(RECORD_HEADER + len, fill);
+    r
+}
+
+/// Reads exactly `n` bytes as BoringSSL does (asking for what is still missing each time).
+async fn read_exact_like_boringssl(server: &mut MeteredStream<TcpStream>, n: usize) -> Vec<u8> {
+    let mut got = vec![0u8; n];
+    let mut filled = 0;
+    while filled < n {
+        let k = server.read(&mut got[filled..]).await.unwrap();
+        assert!(k > 0, "end of stream");
+        filled += k;
+    }
+    got
+}
+
+#[tokio::test]
+async fn after_a_large_record_the_next_header_is_read_alone_and_small_ones_read_ahead() {
+    let (mut server, _activity, mut client) = pair().await;
+    let mut sent = Vec::new();
+    for (len, fill) in [(16_000, b'a'), (16_000, b'b'), (12_000, b'c'), (40, b'd'), (40, b'e')] {
+        sent.extend(record(len, fill));
+    }
+    client.write_all(&sent).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut kept = Vec::new();
+    // The first header of the connection reads ahead (nothing says yet that records are large).
+    for expected in [16_000, 16_000, 12_000, 40, 40] {
+        let header = read_exact_like_boringssl(&mut server, RECORD_HEADER).await;
+        kept.push(server.ahead.as_ref().map_or(0, BytesMut::len));
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        assert_eq!(len, expected);
+        let body = read_exact_like_boringssl(&mut server, len).await;
+        assert!(body.iter().all(|&b| b == body[0]));
+    }
+    // Bytes left read ahead after each header: the first header brought part of its body
+    // (8 KiB read for 5 bytes); after that, a large record's rest and the header after it
+    // came alone (no copy of the next body through the buffer); the small record's body read
+    // ahead and brought the next small record with it.
+    assert_eq!(kept[0], READ_AHEAD - RECORD_HEADER, "{kept:?}");
+    assert_eq!(kept[1..4], [0, 0, 0], "{kept:?}");
+    assert_eq!(kept[4], 40, "{kept:?}");
+    assert_eq!(server.read, sent.len() as u64);
+}
