@@ -137,8 +137,16 @@ pub async fn serve<S>(
                 }
             }
             // What hyper does at the end of a connection it shuts down itself: close_notify,
-            // with the response's end held for it (`io`).
-            None => shutdown_within(&mut tls, limits.send_timeout, &metrics).await,
+            // with the response's end held for it (`io`). A 0-RTT request answered before the
+            // client's Finished arrived: the client is still to send it, and closing before
+            // reading it would answer it with a reset; linger instead.
+            None => {
+                let early = tls.awaits_client_finished();
+                shutdown_within(&mut tls, limits.send_timeout, &metrics).await;
+                if early {
+                    linger(tls.raw_mut()).await;
+                }
+            }
         }
         return;
     }

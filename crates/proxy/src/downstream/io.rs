@@ -16,7 +16,9 @@
 //! the HTTP/1.1 request asked to close, or the gateway drains), what is written next — the
 //! response's last bytes, then the TLS close_notify — is held (up to [`HOLD_MAX`] bytes) and goes
 //! out in one `sendto` at the shutdown, instead of one each (one segment, and one wake-up of the
-//! client, fewer per short connection). Flushes do not send held bytes; a read that reaches the
+//! client, fewer per short connection), followed by the TCP half-close that sets the FIN on
+//! that segment (not left to `close`: unread bytes from the client would make it a reset that
+//! discards what was sent with `MSG_MORE`). Flushes do not send held bytes; a read that reaches the
 //! socket, a shutdown, or a write past the limit does, so nothing waits for anything but the
 //! connection's own next step.
 
@@ -487,7 +489,15 @@ impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         let last = this.activity.holds_writes();
+        let corked = last && this.held.as_ref().is_some_and(|h| !h.is_empty());
         std::task::ready!(send_held(&mut this, cx, last))?;
+        if corked {
+            // What went with `MSG_MORE` leaves now, the FIN set on its segment. Left to `close`,
+            // it would be thrown away if the client had sent anything not yet read (a 0-RTT
+            // client's Finished after its early request): the kernel answers that with a reset
+            // and discards what was not transmitted.
+            return this.inner.poll_shutdown(cx);
+        }
         this.inner.poll_flush(cx)
     }
 }

@@ -154,6 +154,12 @@ impl RecordSizer {
         }
     }
 
+    /// Whether the client's Finished is still to come: the handshake returned early to serve
+    /// 0-RTT data and has not been confirmed yet.
+    pub fn awaits_client_finished(&self) -> bool {
+        !self.inner.ssl().is_init_finished()
+    }
+
     /// The raw TCP side (for a lingering close).
     pub fn raw_mut(&mut self) -> &mut MeteredStream<TcpStream> {
         self.inner.get_mut()
