@@ -66,7 +66,11 @@ fn replaced_certificate_files_are_served_without_a_reload_and_a_mismatched_key_i
     let errors = || gw.metric("tlsgate_certificate_reloads_total", &["result=\"error\""]);
     let before = errors();
     let (_, other_key) = pki.leaf("other", &["localhost"], KeyKind::EcdsaP256);
-    std::fs::copy(&other_key, &key).unwrap();
+    // Put in place whole (a copy beside it, then a rename, as deployment tools do): a poll
+    // during a plain copy could read a half-written key and refuse it for that reason instead.
+    let staged = key.with_extension("key.new");
+    std::fs::copy(&other_key, &staged).unwrap();
+    std::fs::rename(&staged, &key).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while errors() < before + 1.0 {
         assert!(Instant::now() < deadline, "the mismatch was not noticed\n{}", gw.log());
