@@ -21,7 +21,8 @@
 //!   [`facts`] (what the access log records), [`context`] (one client connection's facts),
 //!   [`identity`] (a client certificate's identity headers), [`fingerprint`] (the connection's
 //!   JA4 as an origin header and a routing key), [`h2_stream`] (an HTTP/2 stream's halves as a
-//!   request body and as a tunnel's byte stream);
+//!   request body and as a tunnel's byte stream), [`send_more`] (TCP sends that let a
+//!   partial segment wait for what follows);
 //!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
@@ -39,6 +40,7 @@ pub mod identity;
 pub mod interim;
 pub mod local_signal;
 pub mod request;
+pub mod send_more;
 pub mod upstream;
 
 pub use gateway::{Gateway, Generation};

@@ -195,6 +195,13 @@ pub fn tcp_syn_data_accepted(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     tcp_info(fd).is_some_and(|(info, len)| len >= 8 && info.tcpi_options & TCPI_OPT_SYN_DATA != 0)
 }
 
+/// Segments with data a TCP socket has received (`TCP_INFO` `tcpi_data_segs_in`, Linux 4.6+);
+/// None when the kernel does not say. For tests and diagnostics of how writes were segmented.
+pub fn tcp_data_segs_in(fd: std::os::fd::BorrowedFd<'_>) -> Option<u32> {
+    const END: usize = std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_in) + std::mem::size_of::<u32>();
+    tcp_info(fd).and_then(|(info, len)| (len >= END).then_some(info.tcpi_data_segs_in))
+}
+
 /// Makes the server's TLS 1.3 cipher order strict: AES-128-GCM, AES-256-GCM, then
 /// ChaCha20-Poly1305, whatever the client prefers (BoringSSL's default puts all three in one
 /// equal-preference group on machines with AES instructions, so the client's order decides).

@@ -76,7 +76,9 @@ pub use error::TlsBuildError;
 pub use failure::HandshakeFailure;
 /// The workers' allocator housekeeping (`server.memory_release_interval`).
 pub use ffi::release_free_memory;
-pub use ffi::{set_client_session, set_max_send_fragment, take_pending_flight, tcp_window, TcpWindow};
+pub use ffi::{
+    set_client_session, set_max_send_fragment, take_pending_flight, tcp_data_segs_in, tcp_window, TcpWindow,
+};
 /// Listener-side TCP Fast Open: enable it on a socket, and tell whether a connection used it.
 pub use ffi::{set_tcp_fastopen, tcp_syn_data_accepted};
 /// Client-side 0-RTT, session and TCP Fast Open helpers (`tlsgate probe`, `tlsgate bench`).

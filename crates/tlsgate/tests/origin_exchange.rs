@@ -1,7 +1,7 @@
 //! The HTTP/1.1 exchange with origins (proxy upstream/exchange.rs on tlsgate-h1), end to end:
 //! request trailers from an HTTP/2 client reach an HTTP/1.1 origin in a chunked body, and an
 //! idle connection the origin closed is never used for the next request, even one that could
-//! not be retried.
+//! not be retried, and a streamed request body reaches the origin piece by piece.
 
 mod common;
 mod websocket_env;
@@ -140,4 +140,65 @@ fn an_idle_connection_the_origin_closed_is_not_used_again() {
         !metrics.contains("tlsgate_upstream_errors_total{upstream=\"closing\""),
         "no upstream error counted:\n{metrics}"
     );
+}
+
+#[test]
+fn a_streamed_request_body_reaches_the_origin_piece_by_piece() {
+    // The origin signals when the first piece has arrived; the client sends the second only
+    // then (a client streaming events that each wait for the previous one's effect). A gateway
+    // that held small pieces back for more would never pass the first one on.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin_addr = listener.local_addr().unwrap().to_string();
+    let (first_arrived, first_seen) = std::sync::mpsc::channel::<()>();
+    let origin = std::thread::spawn(move || {
+        let (mut tcp, _) = listener.accept().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let mut signalled = false;
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = tcp.read(&mut chunk).expect("the origin reads the streamed body");
+            assert!(n > 0, "the gateway closed the origin connection early");
+            got.extend_from_slice(&chunk[..n]);
+            if !signalled && got.windows(9).any(|w| w == b"event one") {
+                signalled = true;
+                first_arrived.send(()).unwrap();
+            }
+        }
+        tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    });
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", "events"),
+        common::upstream("events", &[origin_addr], "")
+    );
+    let f = common::start("", &routes);
+    let (port, ca) = (f.https, f.pki.ca_file());
+    let status = runtime().block_on(async {
+        let client = h2_connect(port, &ca).await;
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost:{port}/events"))
+            .body(())
+            .unwrap();
+        let (resp, mut body) = client.send_request(req, false).unwrap();
+        body.send_data(Bytes::from_static(b"event one\n"), false).unwrap();
+        let waited = tokio::task::spawn_blocking(move || first_seen.recv_timeout(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        assert!(waited.is_ok(), "the first piece did not reach the origin on its own");
+        body.send_data(Bytes::from_static(b"event two\n"), true).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .unwrap()
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200);
+    let seen = origin.join().unwrap().to_ascii_lowercase();
+    assert!(seen.contains("transfer-encoding: chunked\r\n"), "{seen}");
+    assert!(seen.ends_with("event one\n\r\na\r\nevent two\n\r\n0\r\n\r\n"), "{seen}");
 }

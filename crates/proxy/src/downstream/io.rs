@@ -11,6 +11,10 @@
 //! request body), a header read ahead would bring half the next record with it, to be copied
 //! once more into BoringSSL's buffer (12.8 % of the gateway's CPU in the 100 KiB upload cell):
 //! after a large record the next header is read alone, and each record still costs two reads.
+//! The small record that ends such a run (the last of a request body) and the header after it
+//! are read alone too ([`Streaming::Tail`]): read ahead, they brought 4 KiB of that record and
+//! then 8 KiB of the next request's first record through the buffer; a small record after that
+//! returns to reading ahead.
 //!
 //! Once the body of a connection's last response has ended ([`Activity::last_response_ended`]:
 //! the HTTP/1.1 request asked to close, or the gateway drains), what is written next — the
@@ -212,10 +216,9 @@ pin_project! {
         // `held` has bytes of the caller's own writes, which a flush must send (unless they
         // wait for the close).
         owed: bool,
-        // The last record header BoringSSL read announced a body of at least `READ_AHEAD`
-        // bytes: the client streams large records; the rest of that one, and the next header,
-        // are read without reading ahead.
-        bulk: bool,
+        // Whether the client is streaming large records (the rest of a large one, and the next
+        // header, are read without reading ahead).
+        streaming: Streaming,
     }
 
     impl<S> PinnedDrop for MeteredStream<S> {
@@ -249,7 +252,7 @@ impl<S> MeteredStream<S> {
             ahead: None,
             held: None,
             owed: false,
-            bulk: false,
+            streaming: Streaming::No,
         }
     }
 
@@ -276,6 +279,21 @@ impl<S> MeteredStream<S> {
 /// Bytes read at once when the caller asks for less (a TLS record header, a small record).
 const READ_AHEAD: usize = 8 * 1024;
 
+/// What the last record headers said about the client's records: while it streams large ones,
+/// reads go straight to BoringSSL's buffer (two reads per record, no copy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Streaming {
+    /// Small records: a read for less than `READ_AHEAD` reads ahead.
+    No,
+    /// The last header announced a body of at least `READ_AHEAD` bytes: its rest and the next
+    /// header are read alone.
+    Large,
+    /// A small record right after a large one (the end of a request body): its body and the
+    /// next header are read alone as well, since the next request most likely starts with a
+    /// large record again.
+    Tail,
+}
+
 /// A TLS record header: what BoringSSL asks for before a record's body.
 const RECORD_HEADER: usize = 5;
 
@@ -300,19 +318,19 @@ impl<S: AsyncRead + SendLast> AsyncRead for MeteredStream<S> {
         let before = buf.filled().len();
         if this.ahead.is_some() {
             drain_into(this.ahead, buf);
-            note_header(this.bulk, header, &buf.filled()[before..]);
+            note_header(this.streaming, header, &buf.filled()[before..]);
             return Poll::Ready(Ok(()));
         }
         // Waiting for the client: whatever is held must be out first.
         this.activity.reading_again();
         std::task::ready!(send_held(&mut this, cx, false))?;
-        if buf.remaining() >= READ_AHEAD || *this.bulk {
+        if buf.remaining() >= READ_AHEAD || *this.streaming != Streaming::No {
             let res = this.inner.poll_read(cx, buf);
             let got = &buf.filled()[before..];
             if !got.is_empty() {
                 *this.read += got.len() as u64;
                 this.activity.heard();
-                note_header(this.bulk, header, got);
+                note_header(this.streaming, header, got);
             }
             return res;
         }
@@ -324,7 +342,7 @@ impl<S: AsyncRead + SendLast> AsyncRead for MeteredStream<S> {
                 this.activity.heard();
                 *this.ahead = Some(fresh);
                 drain_into(this.ahead, buf);
-                note_header(this.bulk, header, &buf.filled()[before..]);
+                note_header(this.streaming, header, &buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -333,12 +351,18 @@ impl<S: AsyncRead + SendLast> AsyncRead for MeteredStream<S> {
     }
 }
 
-/// After BoringSSL read a whole record header (`got`, when it asked for one): whether that
-/// record is large (its body at least `READ_AHEAD` bytes), so that the rest of it and the next
-/// header are read without reading ahead.
-fn note_header(bulk: &mut bool, header: bool, got: &[u8]) {
+/// After BoringSSL read a whole record header (`got`, when it asked for one): whether the
+/// client streams large records (a body of at least `READ_AHEAD` bytes), or just ended a run of
+/// them with a small one.
+fn note_header(streaming: &mut Streaming, header: bool, got: &[u8]) {
     if header && got.len() == RECORD_HEADER {
-        *bulk = usize::from(u16::from_be_bytes([got[3], got[4]])) >= READ_AHEAD;
+        *streaming = if usize::from(u16::from_be_bytes([got[3], got[4]])) >= READ_AHEAD {
+            Streaming::Large
+        } else if *streaming == Streaming::Large {
+            Streaming::Tail
+        } else {
+            Streaming::No
+        };
     }
 }
 
@@ -416,24 +440,7 @@ pub trait SendLast: AsyncWrite {
 
 impl SendLast for tokio::net::TcpStream {
     fn poll_send_last(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        use nix::sys::socket::{send, MsgFlags};
-        use std::os::fd::AsRawFd as _;
-        let this = self.get_mut();
-        loop {
-            std::task::ready!(this.poll_write_ready(cx))?;
-            let sent = this.try_io(tokio::io::Interest::WRITABLE, || {
-                send(
-                    this.as_raw_fd(),
-                    buf,
-                    MsgFlags::from_bits_retain(nix::libc::MSG_MORE) | MsgFlags::MSG_NOSIGNAL,
-                )
-                .map_err(io::Error::from)
-            });
-            match sent {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                other => return Poll::Ready(other),
-            }
-        }
+        crate::send_more::poll_send_more(&self, cx, &[io::IoSlice::new(buf)])
     }
 }
 

@@ -210,6 +210,19 @@ impl AsyncWrite for Transport {
     }
 }
 
+impl super::exchange::MoreFollows for Transport {
+    fn poll_write_more(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.project().stream.project() {
+            StreamProj::Plain { tcp } => crate::send_more::poll_send_more(&tcp, cx, bufs),
+            StreamProj::Tls { tls } => tls.poll_write_vectored(cx, bufs),
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.project() {

@@ -11,6 +11,8 @@ use tokio::io::{AsyncReadExt, DuplexStream};
 
 type Conn = H1Conn<DuplexStream>;
 
+impl MoreFollows for DuplexStream {}
+
 #[derive(Clone, Default)]
 struct Slot(Arc<Mutex<Option<Conn>>>);
 
@@ -240,4 +242,149 @@ async fn a_reused_connection_that_closed_hands_the_request_back_unsent() {
         Err(Failed::Unsent(body)) => assert!(body.is_end_stream()),
         _ => panic!("expected the request back"),
     }
+}
+
+/// A request body of `frames` whose length is known (an upload with `Content-Length`).
+struct KnownLength(std::collections::VecDeque<Bytes>, u64);
+
+impl http_body::Body for KnownLength {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let next = self.0.pop_front();
+        if let Some(data) = &next {
+            self.1 -= data.len() as u64;
+        }
+        Poll::Ready(next.map(|data| Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.1)
+    }
+}
+
+/// Keeps nothing: the connection is dropped after the exchange.
+struct Discard;
+
+impl GiveBack<crate::upstream::connect::Transport> for Discard {
+    fn give_back(self, _: H1Conn<crate::upstream::connect::Transport>) {}
+}
+
+#[tokio::test]
+async fn a_large_upload_to_a_tcp_origin_leaves_in_full_segments_not_one_per_frame() {
+    use std::os::fd::AsFd as _;
+    const FRAME: usize = 16 * 1024;
+    const FRAMES: usize = 7;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let key: Arc<str> = Arc::from(format!("127.0.0.1:{port}"));
+    let timeout = std::time::Duration::from_secs(5);
+    let (transport, _) = crate::upstream::connect::open("127.0.0.1", port, &key, None, timeout, true, None)
+        .await
+        .unwrap();
+    let (mut origin, _) = listener.accept().await.unwrap();
+    let frames: std::collections::VecDeque<Bytes> =
+        (0..FRAMES).map(|i| Bytes::from(vec![b'a' + i as u8; FRAME])).collect();
+    let expected: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
+    let body = KnownLength(frames, (FRAME * FRAMES) as u64).boxed_unsync();
+    let origin = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let body_at = loop {
+            let n = origin.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the origin read {} bytes, then the end", got.len());
+            got.extend_from_slice(&buf[..n]);
+            if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() >= at + 4 + FRAME * FRAMES {
+                    break at + 4;
+                }
+            }
+        };
+        let segments = tlsgate_tls::tcp_data_segs_in(origin.as_fd()).unwrap();
+        origin
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        (got.split_off(body_at), segments, origin)
+    });
+    let (parts, body) = Request::builder()
+        .method("POST")
+        .uri("/up")
+        .header("host", "o")
+        .body(body)
+        .unwrap()
+        .into_parts();
+    let head = RequestHead {
+        method: &parts.method,
+        target: "/up",
+        headers: &parts.headers,
+        default_host: None,
+    };
+    let resp = ok(H1Conn::new(transport).send(&head, body, Discard, None).await);
+    assert_eq!(resp.status(), 200);
+    let (got, segments, _origin) = origin.await.unwrap();
+    assert!(got == expected, "the body arrived whole and in order");
+    // Seven 16 KiB frames written one by one are seven segments; written with `MSG_MORE` while
+    // the length says more follows, they fill loopback's 64 KiB segments — four here, as an
+    // acknowledgement of the first pushes the held rest out early.
+    assert!(segments <= 4, "{segments} segments carried the upload");
+}
+
+#[tokio::test]
+async fn a_streamed_upload_reaches_the_origin_piece_by_piece() {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(1);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+    let (parts, body) = Request::builder()
+        .method("POST")
+        .uri("/events")
+        .header("host", "o")
+        .body(StreamBody::new(frames).boxed_unsync())
+        .unwrap()
+        .into_parts();
+    let head = RequestHead {
+        method: &parts.method,
+        target: "/events",
+        headers: &parts.headers,
+        default_host: None,
+    };
+    let (ours, mut theirs) = tokio::io::duplex(1 << 20);
+    let (first_seen, first_arrived) = tokio::sync::oneshot::channel();
+    // The origin answers once it has the first piece and the end; the second piece is sent
+    // only after the first reached the origin (a client streaming events, each waiting for
+    // the previous one's effect): held back for more, the first would never arrive.
+    let origin = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        let mut first_seen = Some(first_seen);
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = theirs.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+            if got.ends_with(b"2\r\nab\r\n") {
+                first_seen.take().unwrap().send(()).unwrap();
+            }
+        }
+        theirs.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await.unwrap();
+        (String::from_utf8(got).unwrap(), theirs)
+    });
+    let client = async move {
+        tx.send(Ok(Frame::data(Bytes::from_static(b"ab")))).await.unwrap();
+        first_arrived.await.unwrap();
+        tx.send(Ok(Frame::data(Bytes::from_static(b"cde")))).await.unwrap();
+    };
+    let exchange = async {
+        let (resp, ()) = tokio::join!(H1Conn::new(ours).send(&head, body, Slot::default(), None), client);
+        resp
+    };
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(5), exchange)
+        .await
+        .expect("the first piece reached the origin without waiting for more");
+    assert_eq!(ok(resp).status(), 204);
+    let (got, _theirs) = origin.await.unwrap();
+    assert!(got.ends_with("\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n"), "{got:?}");
 }
