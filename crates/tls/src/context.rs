@@ -17,8 +17,8 @@ use boring::ex_data::Index;
 use boring::pkey::PKey;
 use boring::ssl::{
     AlpnError, AsyncSelectCertError, BoxSelectCertFinish, BoxSelectCertFuture, ClientHello, ExtensionType, NameType,
-    SniError, Ssl, SslAlert, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef, SslSessionCacheMode,
-    SslVersion,
+    SniError, Ssl, SslAlert, SslContext, SslContextBuilder, SslMethod, SslMode, SslOptions, SslRef,
+    SslSessionCacheMode, SslVersion,
 };
 use boring::x509::X509;
 use std::collections::HashMap;
@@ -330,6 +330,11 @@ RSA-PSS+SHA256:RSA-PSS+SHA384:RSA-PSS+SHA512:RSA+SHA256:RSA+SHA384:RSA+SHA512:ml
 
 fn base_builder(tls: &TlsConfig) -> Result<SslContextBuilder, TlsBuildError> {
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(setting("tls"))?;
+    // A write BoringSSL could not finish (the socket was full) is retried with the same bytes,
+    // but not necessarily at the same address: hyper compacts or grows its write buffer while
+    // the write waits (more of the response body arrives). Without this mode BoringSSL refuses
+    // such a retry (`BAD_WRITE_RETRY`) and the response is cut; it checks the length either way.
+    b.set_mode(SslMode::ACCEPT_MOVING_WRITE_BUFFER);
     b.set_min_proto_version(Some(version(tls.min_version)))
         .map_err(setting("tls.min_version"))?;
     b.set_max_proto_version(Some(version(tls.max_version)))
@@ -751,6 +756,26 @@ mod tests {
     #[test]
     fn strict_order_flattens_groups() {
         assert_eq!(strict_cipher_list("[A|B|C]:[D|E]"), "A:B:C:D:E");
+    }
+
+    /// A write that blocked is retried with the same bytes from another address (hyper moves
+    /// its write buffer meanwhile): the front's settings accept it.
+    #[test]
+    fn a_blocked_write_may_be_retried_from_a_moved_buffer() {
+        use crate::test_tls::{self_signed, Handshake};
+        let (cert, key) = self_signed();
+        let mut b = base_builder(&TlsConfig::default()).unwrap();
+        b.set_certificate(&cert).unwrap();
+        b.set_private_key(&key).unwrap();
+        let hs = Handshake::run(&b.build(), |_| {});
+        let mut server = hs.server.expect("handshake");
+        server.get_mut().write_budget = Some(1000);
+        let data = vec![7u8; 16_384];
+        let blocked = server.ssl_write(&data).unwrap_err();
+        assert_eq!(blocked.code(), boring::ssl::ErrorCode::WANT_WRITE);
+        server.get_mut().write_budget = None;
+        let moved = data.clone();
+        assert_eq!(server.ssl_write(&moved).unwrap(), 16_384);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub(crate) struct End {
     tx: Queue,
     /// Every read fails with this kind (a transport error).
     read_error: Option<io::ErrorKind>,
+    /// Bytes writes may still take before they would block (a full socket); None: no limit.
+    pub write_budget: Option<usize>,
 }
 
 impl End {
@@ -36,11 +38,13 @@ impl End {
             rx: a.clone(),
             tx: b.clone(),
             read_error: None,
+            write_budget: None,
         };
         let two = End {
             rx: b,
             tx: a,
             read_error: None,
+            write_budget: None,
         };
         (one, two)
     }
@@ -53,6 +57,7 @@ impl End {
             rx,
             tx: Queue::default(),
             read_error: None,
+            write_budget: None,
         }
     }
 
@@ -85,8 +90,17 @@ impl Read for End {
 
 impl Write for End {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.tx.0.lock().unwrap().0.extend(buf);
-        Ok(buf.len())
+        let n = match &mut self.write_budget {
+            Some(0) => return Err(io::ErrorKind::WouldBlock.into()),
+            Some(left) => {
+                let n = buf.len().min(*left);
+                *left -= n;
+                n
+            }
+            None => buf.len(),
+        };
+        self.tx.0.lock().unwrap().0.extend(&buf[..n]);
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {

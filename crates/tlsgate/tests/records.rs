@@ -1,6 +1,8 @@
 //! Dynamic TLS record sizing, observed on the wire: a relay between curl and the gateway parses
 //! the TLS record headers the gateway sends. The relay's connection to the gateway advertises a
-//! 1400-byte MSS (loopback's 65 KB MSS would make every record "one segment").
+//! 1400-byte MSS (loopback's 65 KB MSS would make every record "one segment"). And at full size,
+//! the records of a large response fill the segments they travel in (counted by the client's
+//! socket).
 
 mod common;
 
@@ -108,7 +110,13 @@ fn fetch_n_through(f: &common::Fixture, bytes: usize, stall: Option<Duration>, n
         args.extend(["-o", "/dev/null", url.as_str()]);
     }
     let out = tlsgate_testkit::run("curl", &args, b"", Duration::ZERO, Duration::from_secs(30));
-    assert_eq!(out.stdout.trim(), vec![bytes.to_string(); n].join(" "), "{}", out.all());
+    assert_eq!(
+        out.stdout.trim(),
+        vec![bytes.to_string(); n].join(" "),
+        "{}\ngateway log:\n{}",
+        out.all(),
+        f.gw.log()
+    );
     handle.join().unwrap();
     let r = records.lock().unwrap().clone();
     r
@@ -214,4 +222,45 @@ fn records_ramp_again_after_an_idle_spell() {
     );
     let handshakes = f.gw.metric("tlsgate_handshakes_total", &[]);
     assert_eq!(handshakes, 1.0, "both responses on one connection: {}", f.gw.metrics());
+}
+
+#[test]
+fn a_large_response_leaves_in_full_segments_not_one_per_record() {
+    use std::os::fd::AsFd as _;
+    const BYTES: usize = 1 << 20;
+    let origin = Origin::start("o");
+    let f = common::start("", &big_route(&origin));
+    let mut connector = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls()).unwrap();
+    connector.set_ca_file(f.pki.ca_file()).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", f.https)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut tls = connector.build().connect("localhost", tcp).unwrap();
+    write!(tls, "GET /big?n={BYTES} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let body_at = loop {
+        let n = tls.read(&mut chunk).expect("the response arrives");
+        assert!(n > 0, "the connection ended after {} bytes", got.len());
+        got.extend_from_slice(&chunk[..n]);
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            if got.len() >= at + 4 + BYTES {
+                break at + 4;
+            }
+        }
+    };
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&got[..body_at])
+    );
+    assert_eq!(got.len() - body_at, BYTES);
+    let segments = tlsgate_tls::tcp_data_segs_in(tls.get_ref().as_fd()).unwrap();
+    // At least 64 records of 16 KiB carried the body. One segment per record (each record sent
+    // as it is sealed) would be at least as many segments; sent with `MSG_MORE` while the same
+    // write continues, four records share loopback's 64 KiB segments.
+    let records = (BYTES / 16_384) as u32;
+    assert!(
+        segments * 4 <= records * 3,
+        "{segments} segments carried {records} records or more"
+    );
 }

@@ -219,6 +219,8 @@ pin_project! {
         // Whether the client is streaming large records (the rest of a large one, and the next
         // header, are read without reading ahead).
         streaming: Streaming,
+        // The caller's current write continues right after this one (`more_follows`).
+        more: bool,
     }
 
     impl<S> PinnedDrop for MeteredStream<S> {
@@ -253,6 +255,7 @@ impl<S> MeteredStream<S> {
             held: None,
             owed: false,
             streaming: Streaming::No,
+            more: false,
         }
     }
 
@@ -263,6 +266,14 @@ impl<S> MeteredStream<S> {
         self.held
             .get_or_insert_with(|| BytesMut::with_capacity(bytes.len().max(512)))
             .extend_from_slice(bytes);
+    }
+
+    /// Whether what is written next is followed at once by more of the same write (a record
+    /// of a large response that is not its last): sent with `MSG_MORE`, so that the kernel
+    /// fills segments across records instead of sending one per record. The caller clears it
+    /// for the last piece, which sends what was kept back.
+    pub fn more_follows(&mut self, more: bool) {
+        self.more = more;
     }
 
     /// The wrapped stream.
@@ -311,7 +322,7 @@ fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
     }
 }
 
-impl<S: AsyncRead + SendLast> AsyncRead for MeteredStream<S> {
+impl<S: AsyncRead + SendMore> AsyncRead for MeteredStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         let header = buf.remaining() == RECORD_HEADER;
@@ -379,15 +390,15 @@ fn account_write(res: &Poll<io::Result<usize>>, written: &mut u64, activity: &Ac
 }
 
 /// Sends what is held, if anything (done when all of it went); `last`: as the connection's last
-/// bytes ([`SendLast`]).
-fn send_held<S: SendLast>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, last: bool) -> Poll<io::Result<()>> {
+/// bytes ([`SendMore`]).
+fn send_held<S: SendMore>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, last: bool) -> Poll<io::Result<()>> {
     while let Some(bytes) = this.held.as_mut() {
         if bytes.is_empty() {
             *this.held = None;
             break;
         }
         let res = if last {
-            this.inner.as_mut().poll_send_last(cx, bytes)
+            this.inner.as_mut().poll_send_more(cx, bytes)
         } else {
             this.inner.as_mut().poll_write(cx, bytes)
         };
@@ -408,7 +419,7 @@ fn send_held<S: SendLast>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, l
 /// second — taken either way (`Some`), whether or not all went out now (what is left goes with
 /// the flush that follows a write). Otherwise the held bytes go first (`None`: the write itself
 /// goes to the socket).
-fn write_with_held<S: SendLast>(
+fn write_with_held<S: SendMore>(
     this: &mut MeteredProj<'_, S>,
     cx: &mut Context<'_>,
     len: usize,
@@ -431,26 +442,31 @@ fn write_with_held<S: SendLast>(
     Poll::Ready(Ok(None))
 }
 
-/// A stream that can send a connection's last bytes so that the FIN of the close that follows
-/// leaves in the same segment (`MSG_MORE`: the kernel keeps them until the close adds the FIN).
-pub trait SendLast: AsyncWrite {
-    /// Sends some of `buf`, the connection's last bytes before its close.
-    fn poll_send_last(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+/// A stream that can send bytes with more to follow at once (`MSG_MORE`: the kernel keeps a
+/// partial segment back for what comes next): a connection's last bytes, so that the FIN of the
+/// close leaves in their segment, and all but the last record of a large write.
+pub trait SendMore: AsyncWrite {
+    /// Sends some of `buf`; more follows without waiting for anything.
+    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
 }
 
-impl SendLast for tokio::net::TcpStream {
-    fn poll_send_last(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+impl SendMore for tokio::net::TcpStream {
+    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         crate::send_more::poll_send_more(&self, cx, &[io::IoSlice::new(buf)])
     }
 }
 
-impl<S: SendLast> AsyncWrite for MeteredStream<S> {
+impl<S: SendMore> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let mut this = self.project();
         if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, buf.len(), |h| h.extend_from_slice(buf)))? {
             return Poll::Ready(Ok(n));
         }
-        let res = this.inner.poll_write(cx, buf);
+        let res = if *this.more {
+            this.inner.poll_send_more(cx, buf)
+        } else {
+            this.inner.poll_write(cx, buf)
+        };
         account_write(&res, this.written, this.activity);
         res
     }
@@ -492,7 +508,7 @@ impl<S: SendLast> AsyncWrite for MeteredStream<S> {
     /// itself through [`MeteredStream::get_mut`].
     ///
     /// Bytes held for the close of a connection whose last response ended are sent as its last
-    /// ([`SendLast`]): the close that follows adds its FIN to their segment.
+    /// ([`SendMore`]): the close that follows adds its FIN to their segment.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
         let last = this.activity.holds_writes();

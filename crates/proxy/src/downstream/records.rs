@@ -236,7 +236,19 @@ impl RecordSizer {
         } else {
             self.adjust(now, buf.len())
         };
-        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        // At full size, a write larger than a record goes one record at a time, all but the
+        // last with `MSG_MORE` (`MeteredStream::more_follows`): a large response leaves in full
+        // segments instead of one segment per 16 KiB record. The caller writes the rest at once
+        // (a write's contract), and the last record sends what the kernel kept back. Not while
+        // ramping: those records are sized to leave one segment each, as they are written.
+        let (chunk, more) = if phase == "full" && buf.len() > self.policy.max {
+            (&buf[..self.policy.max], true)
+        } else {
+            (buf, false)
+        };
+        self.inner.get_mut().more_follows(more);
+        let res = Pin::new(&mut self.inner).poll_write(cx, chunk);
+        self.inner.get_mut().more_follows(false);
         self.write_pending = res.is_pending();
         self.check_confirmed();
         if let Poll::Ready(Ok(n)) = &res {
