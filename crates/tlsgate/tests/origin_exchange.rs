@@ -15,15 +15,20 @@ use std::time::Duration;
 use tlsgate_testkit::RawOrigin;
 use websocket_env::{h2_connect, runtime};
 
+/// A gateway that sends every request to the upstream `name` of one server, `origin`.
+fn gateway_to(name: &str, origin: String) -> common::Fixture {
+    let routes = format!(
+        "{}{}",
+        common::upstream_route(None, "/", name),
+        common::upstream(name, &[origin], "")
+    );
+    common::start("", &routes)
+}
+
 #[test]
 fn request_trailers_from_an_http2_client_reach_an_http1_origin() {
     let origin = RawOrigin::start();
-    let routes = format!(
-        "{}{}",
-        common::upstream_route(None, "/", "raw"),
-        common::upstream("raw", &[origin.addr()], "")
-    );
-    let f = common::start("", &routes);
+    let f = gateway_to("raw", origin.addr());
     let (port, ca) = (f.https, f.pki.ca_file());
     let status = runtime().block_on(async {
         let client = h2_connect(port, &ca).await;
@@ -169,12 +174,7 @@ fn a_streamed_request_body_reaches_the_origin_piece_by_piece() {
             .unwrap();
         String::from_utf8_lossy(&got).into_owned()
     });
-    let routes = format!(
-        "{}{}",
-        common::upstream_route(None, "/", "events"),
-        common::upstream("events", &[origin_addr], "")
-    );
-    let f = common::start("", &routes);
+    let f = gateway_to("events", origin_addr);
     let (port, ca) = (f.https, f.pki.ca_file());
     let status = runtime().block_on(async {
         let client = h2_connect(port, &ca).await;
