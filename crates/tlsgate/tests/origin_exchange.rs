@@ -25,31 +25,47 @@ fn gateway_to(name: &str, origin: String) -> common::Fixture {
     common::start("", &routes)
 }
 
+/// Starts a POST of `path` with `headers` over HTTP/2 to the gateway on `port`: the response to
+/// come, and the body to send.
+async fn h2_post(
+    port: u16,
+    ca: &std::path::Path,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let client = h2_connect(port, ca).await;
+    let mut client = client.ready().await.unwrap();
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://localhost:{port}{path}"));
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    client.send_request(req.body(()).unwrap(), false).unwrap()
+}
+
+/// The status of `resp`, within 10 s.
+async fn status_of(resp: h2::client::ResponseFuture) -> http::StatusCode {
+    tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .unwrap()
+        .unwrap()
+        .status()
+}
+
 #[test]
 fn request_trailers_from_an_http2_client_reach_an_http1_origin() {
     let origin = RawOrigin::start();
     let f = gateway_to("raw", origin.addr());
     let (port, ca) = (f.https, f.pki.ca_file());
     let status = runtime().block_on(async {
-        let client = h2_connect(port, &ca).await;
-        let mut client = client.ready().await.unwrap();
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("https://localhost:{port}/upload"))
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let (resp, mut body) = client.send_request(req, false).unwrap();
+        let (resp, mut body) = h2_post(port, &ca, "/upload", &[("te", "trailers")]).await;
         body.send_data(Bytes::from_static(b"part one, "), false).unwrap();
         body.send_data(Bytes::from_static(b"part two"), false).unwrap();
         let mut trailers = http::HeaderMap::new();
         trailers.insert("x-checksum", http::HeaderValue::from_static("42"));
         body.send_trailers(trailers).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), resp)
-            .await
-            .unwrap()
-            .unwrap()
-            .status()
+        status_of(resp).await
     });
     assert_eq!(status, 200);
     let seen = origin.texts();
@@ -177,25 +193,14 @@ fn a_streamed_request_body_reaches_the_origin_piece_by_piece() {
     let f = gateway_to("events", origin_addr);
     let (port, ca) = (f.https, f.pki.ca_file());
     let status = runtime().block_on(async {
-        let client = h2_connect(port, &ca).await;
-        let mut client = client.ready().await.unwrap();
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("https://localhost:{port}/events"))
-            .body(())
-            .unwrap();
-        let (resp, mut body) = client.send_request(req, false).unwrap();
+        let (resp, mut body) = h2_post(port, &ca, "/events", &[]).await;
         body.send_data(Bytes::from_static(b"event one\n"), false).unwrap();
         let waited = tokio::task::spawn_blocking(move || first_seen.recv_timeout(Duration::from_secs(10)))
             .await
             .unwrap();
         assert!(waited.is_ok(), "the first piece did not reach the origin on its own");
         body.send_data(Bytes::from_static(b"event two\n"), true).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), resp)
-            .await
-            .unwrap()
-            .unwrap()
-            .status()
+        status_of(resp).await
     });
     assert_eq!(status, 200);
     let seen = origin.join().unwrap().to_ascii_lowercase();
