@@ -4,8 +4,9 @@
 //! What lives here: what the safe `boring` API does not wrap (ticket and session-ID lifetimes,
 //! the number of TLS 1.3 tickets, record size), the `boring` setters that are `unsafe` because
 //! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
-//! the socket options socket2 lacks (`TCP_INFO` for the record sizer and TCP Fast Open
-//! accounting, the listeners' `TCP_FASTOPEN`), the strict TLS 1.3 cipher order, and the one call
+//! the socket options socket2 lacks (`TCP_INFO` for the record sizer, TCP Fast Open accounting
+//! and the segment counts tests read, the listeners' `TCP_FASTOPEN`), the strict TLS 1.3 cipher
+//! order, and the one call
 //! into the allocator (`mi_collect`: a quiet worker's freed memory back to the OS).
 //!
 //! It imports nothing from the rest of the crate: where a callback needs a decision (which ticket
