@@ -6,8 +6,8 @@
 //! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
 //! the socket options socket2 lacks (`TCP_INFO` for the record sizer, TCP Fast Open accounting
 //! and the segment counts tests read, the listeners' `TCP_FASTOPEN`), the strict TLS 1.3 cipher
-//! order, and the one call
-//! into the allocator (`mi_collect`: a quiet worker's freed memory back to the OS).
+//! order, and the one call into the allocator (`mi_collect`: a quiet worker's freed memory back
+//! to the OS).
 //!
 //! It imports nothing from the rest of the crate: where a callback needs a decision (which ticket
 //! key, which cached session), it asks a trait defined here ([`TicketKeys`], [`SessionStore`]),
