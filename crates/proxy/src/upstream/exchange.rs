@@ -38,8 +38,9 @@ const READ_MAX: usize = 64 * 1024;
 /// Small request data frames that come one right after another are copied into the write
 /// buffer until it holds this much (or the body has nothing more ready).
 const COALESCE: usize = 16 * 1024;
-/// Request data frames of at least this size are not copied: they go out as they are, gathered
-/// behind what the write buffer holds (the head, their chunk header) in one vectored write. A
+/// Request data frames of at least this size are not copied on a transport that takes vectored
+/// writes (plain TCP): they go out as they are, gathered behind what the write buffer holds
+/// (the head, their chunk header) in one vectored write. A
 /// 100 KiB upload arrives as 16 KiB frames (one TLS record each), whose copy was 1.5 % of the
 /// gateway's CPU in the upload cell.
 const GATHER: usize = 4 * 1024;
@@ -310,10 +311,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
                             wire_request::chunk_header(data.len(), &mut self.write);
                         }
                         let end: &[u8] = if chunked { CHUNK_END } else { &[] };
-                        if data.len() >= GATHER {
+                        if data.len() >= GATHER && self.io.is_write_vectored() {
                             self.write_gathered(&data, end, more)
                                 .await
                                 .map_err(ExchangeError::Write)?;
+                        } else if data.len() > COALESCE {
+                            // A transport that takes one buffer per write (TLS: one record
+                            // each): what is buffered, then the frame as it is; the chunk's
+                            // end waits in the buffer for the next write.
+                            self.write_gathered(&data, &[], more)
+                                .await
+                                .map_err(ExchangeError::Write)?;
+                            self.write.extend_from_slice(end);
                         } else {
                             self.write.extend_from_slice(&data);
                             self.write.extend_from_slice(end);

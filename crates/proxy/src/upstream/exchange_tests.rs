@@ -331,8 +331,8 @@ async fn a_large_upload_to_a_tcp_origin_leaves_in_full_segments_not_one_per_fram
     assert!(got == expected, "the body arrived whole and in order");
     // Seven 16 KiB frames written one by one are seven segments; written with `MSG_MORE` while
     // the length says more follows, they fill loopback's 64 KiB segments — four here, as an
-    // acknowledgement of the first pushes the held rest out early.
-    assert!(segments <= 4, "{segments} segments carried the upload");
+    // acknowledgement of the first pushes the held rest out early (one more under load).
+    assert!(segments <= 5, "{segments} segments carried the upload");
 }
 
 #[tokio::test]
