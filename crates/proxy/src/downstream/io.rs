@@ -287,6 +287,18 @@ impl<S> MeteredStream<S> {
     }
 }
 
+impl MeteredStream<tokio::net::TcpStream> {
+    /// Whether a read now would find nothing and wait: nothing read ahead, nothing held to send
+    /// first, and the socket not readable as far as the runtime knows (then `cx` is woken when
+    /// it becomes so, as a read that found nothing would have arranged).
+    pub fn read_would_wait(&self, cx: &mut Context<'_>) -> bool {
+        self.ahead.is_none()
+            && self.held.as_ref().is_none_or(|h| h.is_empty())
+            && !self.activity.holds_writes()
+            && self.inner.poll_read_ready(cx).is_pending()
+    }
+}
+
 /// Bytes read at once when the caller asks for less (a TLS record header, a small record).
 const READ_AHEAD: usize = 8 * 1024;
 

@@ -182,3 +182,82 @@ async fn after_a_large_record_the_next_header_is_read_alone_and_small_ones_read_
     assert_eq!(kept[7], 40, "{kept:?}");
     assert_eq!(server.read, sent.len() as u64);
 }
+
+/// Polls `read_would_wait` until it says a read would not wait (the runtime woke the task when
+/// the socket became readable), within `limit`.
+async fn readable_within(server: &MeteredStream<TcpStream>, limit: Duration) -> bool {
+    tokio::time::timeout(
+        limit,
+        poll_fn(|cx| {
+            if server.read_would_wait(cx) {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        }),
+    )
+    .await
+    .is_ok()
+}
+
+#[tokio::test]
+async fn a_read_would_wait_only_while_nothing_is_there_and_the_wait_is_woken() {
+    let (mut server, _activity, mut client) = pair().await;
+    // Nothing sent: a read would wait (and a pending read leaves the socket's readiness cleared).
+    let mut buf = [0u8; 16];
+    assert!(
+        poll_fn(|cx| Poll::Ready(
+            Pin::new(&mut server)
+                .poll_read(cx, &mut ReadBuf::new(&mut buf))
+                .is_pending()
+        ))
+        .await
+    );
+    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+    // Bytes arrive later: the task that asked is woken (a lost wake-up would hang here).
+    let send = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        client
+    });
+    assert!(
+        readable_within(&server, Duration::from_secs(5)).await,
+        "no wake-up when bytes arrived"
+    );
+    let mut client = send.await.unwrap();
+    // Read ahead: the socket is drained, but the bytes are in the stream's own buffer.
+    let mut four = [0u8; 4];
+    server.read_exact(&mut four).await.unwrap();
+    assert_eq!(&four, b"GET ");
+    assert!(
+        !poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await,
+        "read-ahead bytes ignored"
+    );
+    let mut rest = [0u8; 12];
+    server.read_exact(&mut rest).await.unwrap();
+    assert!(
+        poll_fn(|cx| Poll::Ready(
+            Pin::new(&mut server)
+                .poll_read(cx, &mut ReadBuf::new(&mut buf))
+                .is_pending()
+        ))
+        .await
+    );
+    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+    // Held bytes must go out before the connection waits: a read may not be skipped then.
+    server.hold(b"tickets");
+    assert!(
+        !poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await,
+        "held bytes ignored"
+    );
+    assert!(
+        poll_fn(|cx| Poll::Ready(
+            Pin::new(&mut server)
+                .poll_read(cx, &mut ReadBuf::new(&mut buf))
+                .is_pending()
+        ))
+        .await
+    );
+    assert_eq!(arrived(&mut client).await, b"tickets");
+    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+}

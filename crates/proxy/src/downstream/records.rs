@@ -217,6 +217,15 @@ impl RecordSizer {
 impl AsyncRead for RecordSizer {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // A read that would find nothing ends here, without BoringSSL's read path (its record
+        // buffer allocated and freed again, the error queue): hyper's check for the client's
+        // close while a request is served and its read after each response, the HTTP/2
+        // codec's last read of a batch. Only when nothing is decrypted and waiting, and no
+        // early data is unconfirmed; a partly read record in BoringSSL's buffer waits for the
+        // socket either way.
+        if this.early.is_none() && this.inner.ssl().pending() == 0 && this.inner.get_ref().read_would_wait(cx) {
+            return Poll::Pending;
+        }
         let res = Pin::new(&mut this.inner).poll_read(cx, buf);
         this.check_confirmed();
         res
