@@ -27,8 +27,8 @@ pub struct Headers {
     /// The stream dependency information, if any.
     stream_dep: Option<StreamDependency>,
 
-    /// The header block fragment
-    header_block: HeaderBlock,
+    /// The header block fragment (boxed: tlsgate patch, see `HeaderBlock`)
+    header_block: Box<HeaderBlock>,
 
     /// The associated flags
     flags: HeadersFlag,
@@ -45,8 +45,8 @@ pub struct PushPromise {
     /// The ID of the stream being reserved by this PushPromise.
     promised_id: StreamId,
 
-    /// The header block fragment
-    header_block: HeaderBlock,
+    /// The header block fragment (boxed: tlsgate patch, see `HeaderBlock`)
+    header_block: Box<HeaderBlock>,
 
     /// The associated flags
     flags: PushPromiseFlag,
@@ -86,6 +86,11 @@ pub struct Iter {
     fields: header::IntoIter<HeaderValue>,
 }
 
+// tlsgate patch: boxed in `Headers` and `PushPromise`. At 272 bytes in place it made every
+// `Frame` 296 bytes, DATA and control frames included, and frames are moved by value through the
+// send queues (`Deque::push_back`/`pop_front`), the prioritizer and the encoder: in a proxy's
+// HTTP/2 and gRPC cells those moves' `memcpy` was 6-12 % of the CPU. Boxed, a frame is 48 bytes
+// and a HEADERS frame costs one allocation, next to the `HeaderMap`'s own.
 #[derive(Debug, PartialEq, Eq)]
 struct HeaderBlock {
     /// The decoded header fields
@@ -121,12 +126,12 @@ impl Headers {
         Headers {
             stream_id,
             stream_dep: None,
-            header_block: HeaderBlock {
+            header_block: Box::new(HeaderBlock {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
                 pseudo,
-            },
+            }),
             flags: HeadersFlag::default(),
         }
     }
@@ -138,12 +143,12 @@ impl Headers {
         Headers {
             stream_id,
             stream_dep: None,
-            header_block: HeaderBlock {
+            header_block: Box::new(HeaderBlock {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
-            },
+            }),
             flags,
         }
     }
@@ -203,12 +208,12 @@ impl Headers {
         let headers = Headers {
             stream_id: head.stream_id(),
             stream_dep,
-            header_block: HeaderBlock {
+            header_block: Box::new(HeaderBlock {
                 fields: HeaderMap::new(),
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
-            },
+            }),
             flags,
         };
 
@@ -249,7 +254,8 @@ impl Headers {
     }
 
     pub fn into_parts(self) -> (Pseudo, HeaderMap) {
-        (self.header_block.pseudo, self.header_block.fields)
+        let block = *self.header_block;
+        (block.pseudo, block.fields)
     }
 
     #[cfg(feature = "unstable")]
@@ -285,7 +291,7 @@ impl Headers {
         // Get the HEADERS frame head
         let head = self.head();
 
-        self.header_block
+        (*self.header_block)
             .into_encoding(encoder)
             .encode(&head, dst, Some(encoder), |_| {})
     }
@@ -363,12 +369,12 @@ impl PushPromise {
     ) -> Self {
         PushPromise {
             flags: PushPromiseFlag::default(),
-            header_block: HeaderBlock {
+            header_block: Box::new(HeaderBlock {
                 field_size: calculate_headermap_size(&fields),
                 fields,
                 is_over_size: false,
                 pseudo,
-            },
+            }),
             promised_id,
             stream_id,
         }
@@ -454,12 +460,12 @@ impl PushPromise {
 
         let frame = PushPromise {
             flags,
-            header_block: HeaderBlock {
+            header_block: Box::new(HeaderBlock {
                 fields: HeaderMap::new(),
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
-            },
+            }),
             promised_id,
             stream_id: head.stream_id(),
         };
@@ -506,7 +512,7 @@ impl PushPromise {
         let head = self.head();
         let promised_id = self.promised_id;
 
-        self.header_block
+        (*self.header_block)
             .into_encoding(encoder)
             .encode(&head, dst, Some(encoder), |dst| {
                 dst.put_u32(promised_id.into());
@@ -519,7 +525,8 @@ impl PushPromise {
 
     /// Consume `self`, returning the parts of the frame
     pub fn into_parts(self) -> (Pseudo, HeaderMap) {
-        (self.header_block.pseudo, self.header_block.fields)
+        let block = *self.header_block;
+        (block.pseudo, block.fields)
     }
 }
 

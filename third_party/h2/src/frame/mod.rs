@@ -89,6 +89,10 @@ pub enum Frame<T = Bytes> {
     Reset(Reset),
 }
 
+// tlsgate patch: frames are moved by value through the send queues and the encoder; the header
+// block is boxed so that a frame stays small (see `headers::HeaderBlock`). Checked at compile time.
+const _: () = assert!(std::mem::size_of::<Frame>() <= 64);
+
 impl<T> Frame<T> {
     pub fn map<F, U>(self, f: F) -> Frame<U>
     where
