@@ -437,7 +437,15 @@ pub fn split_authority(text: &str) -> Result<(&str, Option<u16>), AddressError> 
     if host.is_empty() {
         return Err(AddressError::MissingHost);
     }
-    let reg_name = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=".contains(c);
+    // RFC 3986 reg-name characters (unreserved, sub-delims, `%`); a `matches!`, not a search of a
+    // string per character: this runs for every proxied request's Host.
+    let reg_name = |c: char| {
+        c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                '-' | '.' | '_' | '~' | '%' | '!' | '$' | '&' | '\'' | '(' | ')' | '*' | '+' | ',' | ';' | '='
+            )
+    };
     if let Some(ch) = host.chars().find(|c| !reg_name(*c)) {
         return Err(AddressError::BadHostChar {
             host: host.to_string(),

@@ -90,7 +90,11 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     let mut headers = HeaderMap::with_capacity(count);
     for &(name_start, name_end, value_start, value_end) in spans.iter() {
         // Names are parsed (`HeaderName` interns the standard ones); values are slices of the head.
-        let name = HeaderName::from_bytes(&head[name_start..name_end]).map_err(|_| Error::Field)?;
+        let bytes = &head[name_start..name_end];
+        let name = match common_name(bytes) {
+            Some(name) => name,
+            None => HeaderName::from_bytes(bytes).map_err(|_| Error::Field)?,
+        };
         let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
         headers.append(name, value);
     }
@@ -103,6 +107,38 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
         body,
         keep_alive,
     }))
+}
+
+/// The fields nearly every origin response carries, found by length and first letter and then
+/// compared ignoring case: about a quarter of the work of `HeaderName::from_bytes` (which
+/// lower-cases the name into a scratch buffer and matches it against every standard name), for
+/// the same `HeaderName`. `None`: any other name (parsed the general way).
+fn common_name(name: &[u8]) -> Option<HeaderName> {
+    use http::header::{
+        ACCEPT_RANGES, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, DATE, ETAG, EXPIRES, LAST_MODIFIED, LOCATION,
+        SERVER, SET_COOKIE, VARY,
+    };
+    let first = name.first()? | 0x20;
+    let candidate = match (name.len(), first) {
+        (4, b'd') => DATE,
+        (4, b'e') => ETAG,
+        (4, b'v') => VARY,
+        (6, b's') => SERVER,
+        (7, b'e') => EXPIRES,
+        (8, b'l') => LOCATION,
+        (10, b'c') => CONNECTION,
+        (10, b's') => SET_COOKIE,
+        (12, b'c') => CONTENT_TYPE,
+        (13, b'a') => ACCEPT_RANGES,
+        (13, b'c') => CACHE_CONTROL,
+        (13, b'l') => LAST_MODIFIED,
+        (14, b'c') => CONTENT_LENGTH,
+        (16, b'c') => CONTENT_ENCODING,
+        (17, b't') => TRANSFER_ENCODING,
+        _ => return None,
+    };
+    name.eq_ignore_ascii_case(candidate.as_str().as_bytes())
+        .then_some(candidate)
 }
 
 /// RFC 9112 §6.3: the body's delimitation, and whether it allows the connection to be reused.
@@ -218,6 +254,55 @@ mod tests {
         assert_eq!(h.headers["server"], "nginx");
         assert_eq!(h.headers.get_all("x-a").iter().collect::<Vec<_>>(), ["1", "2"]);
         assert_eq!(&rest[..], b"hello");
+    }
+
+    #[test]
+    fn common_names_are_the_same_names_as_parsed_the_general_way() {
+        let names = [
+            "Date",
+            "ETag",
+            "Vary",
+            "Server",
+            "Expires",
+            "Location",
+            "Connection",
+            "Set-Cookie",
+            "Content-Type",
+            "Accept-Ranges",
+            "Cache-Control",
+            "Last-Modified",
+            "Content-Length",
+            "Content-Encoding",
+            "Transfer-Encoding",
+        ];
+        for name in names {
+            for spelled in [name.to_string(), name.to_ascii_lowercase(), name.to_ascii_uppercase()] {
+                let fast = common_name(spelled.as_bytes());
+                assert_eq!(
+                    fast,
+                    Some(HeaderName::from_bytes(spelled.as_bytes()).unwrap()),
+                    "{spelled}"
+                );
+            }
+        }
+        // Same length and first letter, another name; names of other lengths; odd bytes.
+        for other in [
+            "Data",
+            "Etac",
+            "Servet",
+            "Content-Typo",
+            "Connectivy",
+            "X-Date",
+            "",
+            "D\u{e4}te",
+            "date ",
+        ] {
+            assert_eq!(common_name(other.as_bytes()), None, "{other}");
+        }
+        let (h, _) = ok("HTTP/1.1 200 OK\r\ncOnTeNt-LeNgTh: 3\r\nDATE: x\r\nData: y\r\n\r\nabc");
+        assert_eq!(h.body, Body::Length(3));
+        assert_eq!(h.headers["date"], "x");
+        assert_eq!(h.headers["data"], "y");
     }
 
     #[test]

@@ -35,24 +35,25 @@ pub struct Target<'r> {
     pub query: Option<&'r str>,
 }
 
-/// The host part of an authority, lower-case, without port and IPv6 brackets.
-/// (`tlsgate_config::split_authority`, on an authority `valid_authority` accepted.)
-fn host_of(authority: &str) -> Cow<'_, str> {
-    let host = tlsgate_config::split_authority(authority).map_or(authority, |(host, _)| host);
+/// The host of an authority, lower-case, without port and IPv6 brackets: tlsgate's one reading
+/// of `host[:port]` / `[v6][:port]` (`tlsgate_config::split_authority`: reg-name characters
+/// only, so no user info and no spaces; a non-empty host; a numeric port). An empty port
+/// (`host:`, which RFC 3986 allows) is read as none. `what` names the source in the error.
+fn host_of<'a>(authority: &'a str, what: &'static str) -> Result<Cow<'a, str>, ProxyError> {
+    let bare = authority.strip_suffix(':').unwrap_or(authority);
+    let (host, _) = tlsgate_config::split_authority(bare).map_err(|_| ProxyError::BadRequest(what))?;
     let host = host.trim_end_matches('.');
-    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+    Ok(if host.bytes().any(|b| b.is_ascii_uppercase()) {
         Cow::Owned(host.to_ascii_lowercase())
     } else {
         Cow::Borrowed(host)
-    }
+    })
 }
 
-/// A `Host` field's authority, if it is one (parsed: a field is any text until then).
-fn valid_authority(v: &HeaderValue) -> Result<&str, ProxyError> {
+/// A `Host` field's authority and its host, if it is one (a field is any text until then).
+fn valid_authority(v: &HeaderValue) -> Result<(&str, Cow<'_, str>), ProxyError> {
     let text = v.to_str().map_err(|_| ProxyError::BadRequest("Host is not ASCII"))?;
-    let parsed: http::uri::Authority = text.parse().map_err(|_| ProxyError::BadRequest("malformed Host"))?;
-    allowed(&parsed)?;
-    Ok(text)
+    Ok((text, host_of(text, "malformed Host")?))
 }
 
 /// What an authority may not carry although it parses: user info, an empty host.
@@ -65,9 +66,10 @@ fn allowed(a: &http::uri::Authority) -> Result<(), ProxyError> {
 
 /// Checks a request and returns its target, or the error to answer with.
 ///
-/// Each authority is parsed once: the request target's was parsed with the request (`http`'s
-/// `Uri`), a `Host` field's here; the host is a slice of the request unless it needs
-/// lower-casing, and the only copy is the authority kept for forwarding.
+/// Each authority is read once: the request target's was parsed with the request (`http`'s
+/// `Uri`) and is split here, a `Host` field's is split here (`host_of`); the host is a slice of
+/// the request unless it needs lower-casing, and the only copy is the authority kept for
+/// forwarding.
 pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     let h2 = req.version() == Version::HTTP_2;
     let mut hosts = req.headers().get_all(header::HOST).iter();
@@ -76,20 +78,20 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
         return Err(ProxyError::BadRequest("several Host header fields"));
     }
     let from_uri = req.uri().authority();
-    // (the text routed on, the value forwarded)
-    let (text, authority) = match (from_uri, host_header) {
+    // (the host routed on, the value forwarded)
+    let (host, authority) = match (from_uri, host_header) {
         (Some(uri), host) => {
             allowed(uri)?;
             if let (true, Some(host)) = (h2, host) {
-                if !uri.as_str().eq_ignore_ascii_case(valid_authority(host)?) {
+                if !uri.as_str().eq_ignore_ascii_case(valid_authority(host)?.0) {
                     return Err(ProxyError::BadRequest("host differs from :authority"));
                 }
             }
             let value =
                 HeaderValue::from_str(uri.as_str()).map_err(|_| ProxyError::BadRequest("malformed authority"))?;
-            (Some(uri.as_str()), Some(value))
+            (Some(host_of(uri.as_str(), "malformed authority")?), Some(value))
         }
-        (None, Some(host)) => (Some(valid_authority(host)?), Some(host.clone())),
+        (None, Some(host)) => (Some(valid_authority(host)?.1), Some(host.clone())),
         (None, None) if req.version() == Version::HTTP_11 || h2 => {
             return Err(ProxyError::BadRequest("no Host header"));
         }
@@ -109,7 +111,7 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     let path = normalize(req.uri().path()).map_err(|_| ProxyError::BadRequest("malformed path"))?;
     Ok(Target {
         authority,
-        host: text.map(host_of),
+        host,
         path,
         query: req.uri().query(),
     })
@@ -145,6 +147,18 @@ mod tests {
         // HTTP/1.0 may omit Host.
         let r = req(Version::HTTP_10, "/x", &[]);
         assert!(inspect(&r).unwrap().host.is_none());
+    }
+
+    #[test]
+    fn an_empty_port_is_none_and_a_bad_one_is_refused() {
+        let r = req(Version::HTTP_11, "/", &[("host", "a.test:")]);
+        assert_eq!(inspect(&r).unwrap().host.as_deref(), Some("a.test"));
+        let r = req(Version::HTTP_11, "/", &[("host", "[::1]:")]);
+        assert_eq!(inspect(&r).unwrap().host.as_deref(), Some("::1"));
+        for bad in ["a.test:99999", "a.test:8x", ":443", "a:b:c", "[::1", "a.test/x"] {
+            let r = req(Version::HTTP_11, "/", &[("host", bad)]);
+            assert_eq!(err(&r), ProxyError::BadRequest("malformed Host"), "{bad}");
+        }
     }
 
     #[test]
