@@ -237,13 +237,21 @@ const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
 /// Removes what an HTTP/2 head may not carry (RFC 9113 §8.2.2; `h2` refuses to send a head
 /// with any of them). The request path already drops hop-by-hop fields; this keeps a gateway
 /// answer, an edit or a request bound for an HTTP/2 origin from breaking the stream.
+/// One pass over the names present (comparisons, no hashing); a lookup only for what is there.
 pub fn strip_connection_specific(headers: &mut HeaderMap) {
-    for name in &CONNECTION_SPECIFIC {
-        if headers.contains_key(name) {
+    let (mut present, mut te) = (0u8, false);
+    for name in headers.keys() {
+        if let Some(i) = CONNECTION_SPECIFIC.iter().position(|n| n == name) {
+            present |= 1 << i;
+        }
+        te |= name == header::TE;
+    }
+    for (i, name) in CONNECTION_SPECIFIC.iter().enumerate() {
+        if present & 1 << i != 0 {
             headers.remove(name);
         }
     }
-    if headers.get(header::TE).is_some_and(|v| v != "trailers") {
+    if te && headers.get(header::TE).is_some_and(|v| v != "trailers") {
         headers.remove(header::TE);
     }
 }
@@ -359,5 +367,12 @@ mod tests {
         h.insert(header::TE, "gzip".parse().unwrap());
         strip_connection_specific(&mut h);
         assert!(!h.contains_key(header::TE));
+        // The last ones of the list alone, and nothing to strip.
+        h.insert(header::UPGRADE, "h2c".parse().unwrap());
+        h.insert("proxy-connection", "close".parse().unwrap());
+        strip_connection_specific(&mut h);
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["content-type"]);
+        strip_connection_specific(&mut h);
+        assert_eq!(h.len(), 1);
     }
 }
