@@ -36,8 +36,8 @@ pub use server::{Http2Config, ListenerConfig, ListenerKind, ServerConfig, DEFAUL
 pub use site::{CertificateConfig, ClientAuthConfig, ClientAuthMode, HstsConfig, OcspMode, SiteConfig};
 pub use tls::{SessionCacheConfig, TicketConfig, TlsConfig, TlsVersion, UnknownSni, DEFAULT_TLS12_CIPHERS};
 pub use upstream::{
-    Balance, HealthCheckConfig, RetryConfig, RetryOn, SendProxyProtocol, StatusRange, UpstreamConfig, UpstreamProtocol,
-    UpstreamTlsConfig, SYSTEM_CA_BUNDLE,
+    Balance, ForwardedHeaders, HealthCheckConfig, RetryConfig, RetryOn, SendProxyProtocol, StatusRange, UpstreamConfig,
+    UpstreamProtocol, UpstreamTlsConfig, SYSTEM_CA_BUNDLE,
 };
 
 use serde::Deserialize;

@@ -170,6 +170,40 @@ fn the_origin_gets_the_normalised_path_and_fresh_forwarding_headers() {
 }
 
 #[test]
+fn an_upstream_adds_only_the_forwarding_fields_it_names() {
+    let raw = RawOrigin::start();
+    let routes = [
+        upstream_route(None, "/", "raw"),
+        upstream(
+            "raw",
+            &[raw.addr()],
+            "forwarded_headers = [\"X-Forwarded-For\", \"x-real-ip\"]\n",
+        ),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let forged = [
+        "-H",
+        "X-Forwarded-Host: evil.test",
+        "-H",
+        "Forwarded: for=6.6.6.6",
+        "-H",
+        "X-Real-IP: 6.6.6.6",
+    ];
+    let out = f.curl(&forged, "/x");
+    assert_eq!(out.stdout, "ok", "{}", out.all());
+    let got = raw.texts().pop().unwrap().to_ascii_lowercase();
+    assert!(got.contains("\r\nx-forwarded-for: 127.0.0.1\r\n"), "{got}");
+    assert!(got.contains("\r\nx-real-ip: 127.0.0.1\r\n"), "{got}");
+    assert!(
+        !got.contains("x-forwarded-proto") && !got.contains("x-forwarded-host") && !got.contains("forwarded:"),
+        "{got}"
+    );
+    assert!(!got.contains("6.6.6.6") && !got.contains("evil.test"), "{got}");
+    assert_eq!(got.matches("\r\nhost: ").count(), 1, "{got}");
+}
+
+#[test]
 fn a_trusted_proxy_forwarding_headers_are_extended() {
     let raw = RawOrigin::start();
     let routes = [upstream_route(None, "/", "raw"), upstream("raw", &[raw.addr()], "")].concat();

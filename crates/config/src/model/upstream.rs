@@ -72,6 +72,75 @@ pub struct UpstreamConfig {
     /// Pass the servers' 103 Early Hints on to HTTP/1.1 clients (RFC 8297); false drops them.
     #[serde(default = "default_true")]
     pub forward_early_hints: bool,
+    /// The forwarding fields this hop adds to requests: any of `x-forwarded-for`,
+    /// `x-forwarded-proto`, `x-forwarded-host`, `forwarded` (RFC 7239) and `x-real-ip`. Those a
+    /// client sent are removed whatever this says (unless it is a trusted proxy).
+    #[serde(default)]
+    pub forwarded_headers: ForwardedHeaders,
+}
+
+/// A set of the forwarding fields the gateway can add (`forwarded_headers`), as bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedHeaders(u8);
+
+impl ForwardedHeaders {
+    /// `X-Forwarded-For`: the client's address.
+    pub const FOR: Self = Self(1);
+    /// `X-Forwarded-Proto: https`.
+    pub const PROTO: Self = Self(2);
+    /// `X-Forwarded-Host`: the authority the client asked for.
+    pub const HOST: Self = Self(4);
+    /// RFC 7239 `Forwarded`: `for`, `proto` and `host` in one field.
+    pub const FORWARDED: Self = Self(8);
+    /// `X-Real-IP`: the client's address (nginx's habit).
+    pub const REAL_IP: Self = Self(16);
+    /// The names as written in the configuration, with their bits.
+    pub const NAMES: [(&'static str, Self); 5] = [
+        ("x-forwarded-for", Self::FOR),
+        ("x-forwarded-proto", Self::PROTO),
+        ("x-forwarded-host", Self::HOST),
+        ("forwarded", Self::FORWARDED),
+        ("x-real-ip", Self::REAL_IP),
+    ];
+
+    /// None of them.
+    pub const fn none() -> Self {
+        Self(0)
+    }
+
+    /// Whether `field` is in the set.
+    pub const fn has(self, field: Self) -> bool {
+        self.0 & field.0 != 0
+    }
+
+    /// The set with `field` added.
+    pub const fn with(self, field: Self) -> Self {
+        Self(self.0 | field.0)
+    }
+}
+
+/// The four fields tlsgate has always added: `X-Forwarded-For`, `-Proto`, `-Host`, `Forwarded`.
+impl Default for ForwardedHeaders {
+    fn default() -> Self {
+        Self::FOR.with(Self::PROTO).with(Self::HOST).with(Self::FORWARDED)
+    }
+}
+
+impl<'de> Deserialize<'de> for ForwardedHeaders {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        let mut set = Self::none();
+        for name in &names {
+            let Some((_, bit)) = Self::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+                return Err(serde::de::Error::custom(format!(
+                    "forwarded_headers: unknown field {name:?} (one of x-forwarded-for, x-forwarded-proto, \
+                     x-forwarded-host, forwarded, x-real-ip)"
+                )));
+            };
+            set = set.with(*bit);
+        }
+        Ok(set)
+    }
 }
 
 fn default_max_queue() -> usize {
@@ -454,6 +523,28 @@ mod tests {
         toml::from_str::<T>(&format!("s = {value}"))
             .map(|t| t.s)
             .map_err(|e| e.to_string())
+    }
+
+    #[derive(Deserialize)]
+    struct F {
+        #[serde(default)]
+        f: ForwardedHeaders,
+    }
+
+    #[test]
+    fn forwarded_headers_read_as_a_list_of_known_names() {
+        let read = |text: &str| toml::from_str::<F>(text).map(|t| t.f).map_err(|e| e.to_string());
+        assert_eq!(read(""), Ok(ForwardedHeaders::default()));
+        let d = ForwardedHeaders::default();
+        assert!(d.has(ForwardedHeaders::FOR) && d.has(ForwardedHeaders::PROTO));
+        assert!(d.has(ForwardedHeaders::HOST) && d.has(ForwardedHeaders::FORWARDED));
+        assert!(!d.has(ForwardedHeaders::REAL_IP));
+        assert_eq!(read("f = []"), Ok(ForwardedHeaders::none()));
+        let pair = read(r#"f = ["X-Forwarded-For", "x-forwarded-proto"]"#).unwrap();
+        assert_eq!(pair, ForwardedHeaders::FOR.with(ForwardedHeaders::PROTO));
+        assert_eq!(read(r#"f = ["x-real-ip"]"#), Ok(ForwardedHeaders::REAL_IP));
+        let err = read(r#"f = ["x-forwarded-port"]"#).unwrap_err();
+        assert!(err.contains("unknown field \"x-forwarded-port\""), "{err}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::identity::IdentityHop;
 use crate::request::router::Edits;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::net::IpAddr;
+use tlsgate_config::ForwardedHeaders;
 
 /// Headers that describe one hop and are never forwarded (RFC 9110 §7.6.1). `Trailer` is not
 /// one of them: it announces the trailer fields of the message and travels with it.
@@ -173,8 +174,9 @@ fn append(headers: &mut HeaderMap, name: HeaderName, keep: bool, value: &str) {
     }
 }
 
-/// Rewrites a request's headers for the origin; `edits` are the route's.
-pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
+/// Rewrites a request's headers for the origin: `fields` are the forwarding fields the upstream
+/// adds (`forwarded_headers`), `edits` the route's.
+pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, fields: ForwardedHeaders, edits: &Edits) {
     // Room for the forwarding fields below at once: the map a client's head was parsed into is
     // sized for that head, and growing it field by field rehashes it more than once.
     headers.reserve(4);
@@ -186,45 +188,57 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, edits: &Edits) {
     }
     join_cookies(headers);
     if !hop.trusted {
-        // A value split over several fields would survive a plain `insert` otherwise.
+        // A value split over several fields would survive a plain `insert` otherwise; and a
+        // client's own value must not reach the origin even for a field this hop does not add.
         remove_marked(headers, &FORWARDING, present_of(headers, &FORWARDING));
     }
     let ip = hop.client_ip.to_canonical();
-    match hop.cache {
-        Some(cache) if !hop.trusted => {
-            let xff = cache.xff.get_or_init(|| header_value(&ip.to_string()));
-            headers.insert(X_FORWARDED_FOR, xff.clone());
+    // The client's address as a field value: built once per client connection when it can be.
+    let address = || match hop.cache {
+        Some(cache) => cache.xff.get_or_init(|| header_value(&ip.to_string())).clone(),
+        None => header_value(&ip.to_string()),
+    };
+    if fields.has(ForwardedHeaders::FOR) {
+        if hop.trusted {
+            append(headers, X_FORWARDED_FOR, true, &ip.to_string());
+        } else {
+            headers.insert(X_FORWARDED_FOR, address());
         }
-        _ => append(headers, X_FORWARDED_FOR, hop.trusted, &ip.to_string()),
     }
-    if !(hop.trusted && headers.contains_key(X_FORWARDED_PROTO)) {
+    if fields.has(ForwardedHeaders::REAL_IP) && !(hop.trusted && headers.contains_key(X_REAL_IP)) {
+        headers.insert(X_REAL_IP, address());
+    }
+    if fields.has(ForwardedHeaders::PROTO) && !(hop.trusted && headers.contains_key(X_FORWARDED_PROTO)) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("https"));
     }
     if let Some(auth) = hop.authority {
-        if !(hop.trusted && headers.contains_key(X_FORWARDED_HOST)) {
+        if fields.has(ForwardedHeaders::HOST) && !(hop.trusted && headers.contains_key(X_FORWARDED_HOST)) {
             headers.insert(X_FORWARDED_HOST, auth.clone());
         }
         headers.insert(header::HOST, auth.clone());
     }
-    match (hop.cache, hop.authority) {
-        (Some(cache), Some(authority)) if !hop.trusted => {
-            let mut last = cache.forwarded.lock();
-            match &*last {
-                Some((a, value)) if a == authority => {
-                    headers.insert(FORWARDED, value.clone());
-                }
-                _ => {
-                    let value = header_value(&forwarded_element(ip, hop.authority));
-                    headers.insert(FORWARDED, value.clone());
-                    // Copied, not cloned: the request's value is a slice of the buffer its head
-                    // was read into (hyper's 8 KiB read buffer for HTTP/1.1), and a clone kept
-                    // for the connection's life would keep that whole buffer alive after an idle
-                    // connection gave it back (issue 18: 4 KiB more per idle proxied connection).
-                    *last = Some((owned(authority), value));
+    if fields.has(ForwardedHeaders::FORWARDED) {
+        match (hop.cache, hop.authority) {
+            (Some(cache), Some(authority)) if !hop.trusted => {
+                let mut last = cache.forwarded.lock();
+                match &*last {
+                    Some((a, value)) if a == authority => {
+                        headers.insert(FORWARDED, value.clone());
+                    }
+                    _ => {
+                        let value = header_value(&forwarded_element(ip, hop.authority));
+                        headers.insert(FORWARDED, value.clone());
+                        // Copied, not cloned: the request's value is a slice of the buffer its
+                        // head was read into (hyper's 8 KiB read buffer for HTTP/1.1), and a
+                        // clone kept for the connection's life would keep that whole buffer
+                        // alive after an idle connection gave it back (issue 18: 4 KiB more per
+                        // idle proxied connection).
+                        *last = Some((owned(authority), value));
+                    }
                 }
             }
+            _ => append(headers, FORWARDED, hop.trusted, &forwarded_element(ip, hop.authority)),
         }
-        _ => append(headers, FORWARDED, hop.trusted, &forwarded_element(ip, hop.authority)),
     }
     if let Some(client_cert) = &hop.client_cert {
         client_cert.apply(headers);
@@ -297,7 +311,12 @@ mod tests {
             ("x-real-ip", "6.6.6.6"),
             ("host", "other"),
         ]);
-        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        prepare_request(
+            &mut m,
+            &hop(false, &auth),
+            ForwardedHeaders::default(),
+            &Edits::default(),
+        );
         assert_eq!(m.get_all("x-forwarded-for").iter().count(), 1);
         assert_eq!(m["x-forwarded-for"], "192.0.2.7");
         assert_eq!(m["x-forwarded-proto"], "https");
@@ -308,6 +327,47 @@ mod tests {
     }
 
     #[test]
+    fn only_the_chosen_fields_are_added_and_forged_ones_never_pass() {
+        let auth = HeaderValue::from_static("example.com");
+        let forged = [
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-host", "evil.test"),
+            ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("host", "example.com"),
+        ];
+        // nginx's usual pair.
+        let mut m = h(&forged);
+        let pair = ForwardedHeaders::FOR.with(ForwardedHeaders::PROTO);
+        prepare_request(&mut m, &hop(false, &auth), pair, &Edits::default());
+        let mut names: Vec<_> = m.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["host", "x-forwarded-for", "x-forwarded-proto"]);
+        assert_eq!(m["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(m["x-forwarded-proto"], "https");
+        // X-Real-IP alone, from the connection's cached address.
+        let cache = ForwardCache::default();
+        let mut with_cache = hop(false, &auth);
+        with_cache.cache = Some(&cache);
+        for _ in 0..2 {
+            let mut m = h(&forged);
+            prepare_request(&mut m, &with_cache, ForwardedHeaders::REAL_IP, &Edits::default());
+            let names: Vec<_> = m.keys().map(|k| k.as_str()).collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+            assert_eq!(m["x-real-ip"], "192.0.2.7");
+        }
+        // None at all: only Host.
+        let mut m = h(&forged);
+        prepare_request(&mut m, &hop(false, &auth), ForwardedHeaders::none(), &Edits::default());
+        assert_eq!(m.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["host"]);
+        // Behind a trusted proxy its X-Real-IP (the original client) is kept.
+        let mut m = h(&[("x-real-ip", "203.0.113.1")]);
+        prepare_request(&mut m, &hop(true, &auth), ForwardedHeaders::REAL_IP, &Edits::default());
+        assert_eq!(m["x-real-ip"], "203.0.113.1");
+    }
+
+    #[test]
     fn trusted_proxies_are_extended() {
         let auth = HeaderValue::from_static("example.com");
         let mut m = h(&[
@@ -315,7 +375,12 @@ mod tests {
             ("x-forwarded-proto", "http"),
             ("forwarded", "for=203.0.113.1"),
         ]);
-        prepare_request(&mut m, &hop(true, &auth), &Edits::default());
+        prepare_request(
+            &mut m,
+            &hop(true, &auth),
+            ForwardedHeaders::default(),
+            &Edits::default(),
+        );
         assert_eq!(m["x-forwarded-for"], "203.0.113.1, 192.0.2.7");
         assert_eq!(m["x-forwarded-proto"], "http");
         assert_eq!(
@@ -330,10 +395,10 @@ mod tests {
         let mut m = HeaderMap::new();
         let mut hp = hop(false, &auth);
         hp.client_ip = "2001:db8::1".parse().unwrap();
-        prepare_request(&mut m, &hp, &Edits::default());
+        prepare_request(&mut m, &hp, ForwardedHeaders::default(), &Edits::default());
         assert_eq!(m["forwarded"], "for=\"[2001:db8::1]\";proto=https;host=\"h\"");
         hp.client_ip = "::ffff:192.0.2.9".parse().unwrap();
-        prepare_request(&mut m, &hp, &Edits::default());
+        prepare_request(&mut m, &hp, ForwardedHeaders::default(), &Edits::default());
         assert_eq!(m["x-forwarded-for"], "192.0.2.9");
     }
 
@@ -352,7 +417,12 @@ mod tests {
             ("cookie", "b=2"),
             ("x-kept", "1"),
         ]);
-        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        prepare_request(
+            &mut m,
+            &hop(false, &auth),
+            ForwardedHeaders::default(),
+            &Edits::default(),
+        );
         for gone in ["connection", "x-private", "keep-alive", "expect", "upgrade"] {
             assert!(!m.contains_key(gone), "{gone}");
         }
@@ -362,7 +432,12 @@ mod tests {
         assert_eq!(m["cookie"], "a=1; b=2");
         assert_eq!(m["x-kept"], "1");
         let mut m = h(&[("te", "gzip")]);
-        prepare_request(&mut m, &hop(false, &auth), &Edits::default());
+        prepare_request(
+            &mut m,
+            &hop(false, &auth),
+            ForwardedHeaders::default(),
+            &Edits::default(),
+        );
         assert!(!m.contains_key("te"));
     }
 
@@ -432,7 +507,7 @@ mod tests {
                     client_cert: None,
                     cache,
                 };
-                prepare_request(&mut m, &hop, &Edits::default());
+                prepare_request(&mut m, &hop, ForwardedHeaders::default(), &Edits::default());
                 m
             };
             let (built, cached) = (fresh(None), fresh(Some(cache)));
@@ -467,7 +542,7 @@ mod tests {
                 client_cert: None,
                 cache: Some(&cache),
             };
-            prepare_request(&mut m, &hop, &Edits::default());
+            prepare_request(&mut m, &hop, ForwardedHeaders::default(), &Edits::default());
             assert_eq!(
                 m.get("forwarded").unwrap(),
                 "for=192.0.2.7;proto=https;host=\"example.com:8443\""

@@ -71,6 +71,8 @@ pub struct UpstreamGroup {
     tunnel_idle: Duration,
     /// `forward_early_hints`.
     early_hints: bool,
+    /// `forwarded_headers`.
+    forwarded: tlsgate_config::ForwardedHeaders,
     /// `upstream_duration_seconds{upstream}`, looked up in its family once.
     duration: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
     epoch: Instant,
@@ -148,6 +150,7 @@ impl UpstreamGroup {
             retry_budget: Arc::new(RetryBudget::new(&config.retry)),
             tunnel_idle: config.tunnel_idle_timeout.get(),
             early_hints: config.forward_early_hints,
+            forwarded: config.forwarded_headers,
             duration: std::sync::OnceLock::new(),
             epoch: Instant::now(),
         })
@@ -196,7 +199,7 @@ impl UpstreamGroup {
     ) -> Result<Response<Body>, ProxyError> {
         let (mut parts, body) = req.into_parts();
         let bodiless = http_body::Body::is_end_stream(&body);
-        prepare_request(&mut parts.headers, &down.hop, down.edits);
+        prepare_request(&mut parts.headers, &down.hop, self.forwarded, down.edits);
         if let Some(u) = &upgrade {
             u.upgrade.shape(&mut parts);
         }
