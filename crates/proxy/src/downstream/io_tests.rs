@@ -200,20 +200,30 @@ async fn readable_within(server: &MeteredStream<TcpStream>, limit: Duration) -> 
     .is_ok()
 }
 
+/// Whether a read now would wait, as `read_would_wait` says.
+async fn would_wait(server: &MeteredStream<TcpStream>) -> bool {
+    poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await
+}
+
+/// Whether a read of the stream itself is pending now (it asks the socket).
+async fn read_pending(server: &mut MeteredStream<TcpStream>) -> bool {
+    let mut buf = [0u8; 16];
+    poll_fn(|cx| {
+        Poll::Ready(
+            Pin::new(&mut *server)
+                .poll_read(cx, &mut ReadBuf::new(&mut buf))
+                .is_pending(),
+        )
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_read_would_wait_only_while_nothing_is_there_and_the_wait_is_woken() {
     let (mut server, _activity, mut client) = pair().await;
     // Nothing sent: a read would wait (and a pending read leaves the socket's readiness cleared).
-    let mut buf = [0u8; 16];
-    assert!(
-        poll_fn(|cx| Poll::Ready(
-            Pin::new(&mut server)
-                .poll_read(cx, &mut ReadBuf::new(&mut buf))
-                .is_pending()
-        ))
-        .await
-    );
-    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+    assert!(read_pending(&mut server).await);
+    assert!(would_wait(&server).await);
     // Bytes arrive later: the task that asked is woken (a lost wake-up would hang here).
     let send = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -229,35 +239,15 @@ async fn a_read_would_wait_only_while_nothing_is_there_and_the_wait_is_woken() {
     let mut four = [0u8; 4];
     server.read_exact(&mut four).await.unwrap();
     assert_eq!(&four, b"GET ");
-    assert!(
-        !poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await,
-        "read-ahead bytes ignored"
-    );
+    assert!(!would_wait(&server).await, "read-ahead bytes ignored");
     let mut rest = [0u8; 12];
     server.read_exact(&mut rest).await.unwrap();
-    assert!(
-        poll_fn(|cx| Poll::Ready(
-            Pin::new(&mut server)
-                .poll_read(cx, &mut ReadBuf::new(&mut buf))
-                .is_pending()
-        ))
-        .await
-    );
-    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+    assert!(read_pending(&mut server).await);
+    assert!(would_wait(&server).await);
     // Held bytes must go out before the connection waits: a read may not be skipped then.
     server.hold(b"tickets");
-    assert!(
-        !poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await,
-        "held bytes ignored"
-    );
-    assert!(
-        poll_fn(|cx| Poll::Ready(
-            Pin::new(&mut server)
-                .poll_read(cx, &mut ReadBuf::new(&mut buf))
-                .is_pending()
-        ))
-        .await
-    );
+    assert!(!would_wait(&server).await, "held bytes ignored");
+    assert!(read_pending(&mut server).await);
     assert_eq!(arrived(&mut client).await, b"tickets");
-    assert!(poll_fn(|cx| Poll::Ready(server.read_would_wait(cx))).await);
+    assert!(would_wait(&server).await);
 }
