@@ -103,7 +103,7 @@ count() { # binary cell
   callgrind_control -d "$GW_PID" >/dev/null 2>&1
   bench_stop_pid "$GW_PID"
   GW_PID=""
-  ir=$(grep -h '^summary:\|^totals:' "$OUT/callgrind.out.1" | awk '{s += $2} END {printf "%.0f", s}')
+  ir=$(awk '/^summary:/ {s += $2} END {printf "%.0f", s}' "$OUT/callgrind.out.1")
   [ "${ir:-0}" -gt 0 ] || { log "no instruction count from callgrind ($OUT)"; exit 1; }
   echo $((ir / N))
 }
