@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the Debian package of tlsgate (docs/OPERATIONS.md, "Installing from the Debian package"):
 #
-#   scripts/package.sh [--no-build] [--fast] [--output FILE_OR_DIR]
+#   scripts/package.sh [--no-build | --pgo] [--fast] [--output FILE_OR_DIR]
 #
 # 1. installs cargo-deb when missing (cargo install --locked);
-# 2. builds the release binary (--no-build: use the one already in target/release/);
+# 2. builds the release binary (--no-build: use the one already in target/release/; --pgo: the
+#    profile-guided build of scripts/build-pgo.sh, copied to target/release/tlsgate — the
+#    package's binary is then the one docs/BENCHMARKS.md measures as "PGO");
 # 3. has that binary write its man pages and bash/zsh/fish completions (`tlsgate generate`, from
 #    the same clap definition that parses its command line) into target/release/package/;
 # 4. runs `cargo deb -p tlsgate --no-build` on [package.metadata.deb] of crates/tlsgate/Cargo.toml.
@@ -15,12 +17,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: scripts/package.sh [--no-build] [--fast] [--output FILE_OR_DIR]" >&2; exit 2; }
+usage() { echo "usage: scripts/package.sh [--no-build | --pgo] [--fast] [--output FILE_OR_DIR]" >&2; exit 2; }
 build=1
 deb_args=()
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
+    --pgo) build=pgo ;;
     --fast) deb_args+=(--fast) ;;
     --output) (($# > 1)) || usage; deb_args+=(--output "$2"); shift ;;
     *) usage ;;
@@ -34,10 +37,13 @@ if ! cargo deb --version >/dev/null 2>&1; then
   cargo install --locked cargo-deb --version '^3'
 fi
 
-if ((build)); then
+target="${CARGO_TARGET_DIR:-target}"
+if [ "$build" = pgo ]; then
+  mkdir -p "$target/release"
+  OUTPUT="$target/release/tlsgate" scripts/build-pgo.sh >/dev/null
+elif ((build)); then
   cargo build --release --locked -p tlsgate
 fi
-target="${CARGO_TARGET_DIR:-target}"
 bin="$target/release/tlsgate"
 [ -x "$bin" ] || { echo "package.sh: no $bin (run without --no-build)" >&2; exit 1; }
 

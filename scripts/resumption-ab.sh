@@ -9,9 +9,12 @@
 #
 #   WORK=/tmp/pl1 scripts/resumption-ab.sh /tmp/tlsgate-before /tmp/tlsgate-after
 #   WORK=/tmp/pl1 PAIRS=10 ARGS="-v 1.2 -r id -q" scripts/resumption-ab.sh A B
+#   WORK=/tmp/pl1 CLIENT=flood scripts/resumption-ab.sh A B   # full TLS 1.3 handshake + GET
 #
 # Environment: WORK (required: a peer-compare.sh work directory), ARGS (sslload's: "-v 1.3 -r
-# ticket -q"), PAIRS (10), DURATION (3 s), CONNS (10), SERVER_CPU (0), LOAD_CPU (1).
+# ticket -q"), PAIRS (10), DURATION (3 s), CONNS (10), SERVER_CPU (0), LOAD_CPU (1), CLIENT
+# (sslload; flood: the saturating full-handshake client of peer-compare's fullsat13 cell,
+# `flood -finish`, instead — ARGS is then not used).
 set -euo pipefail
 A=${1:?usage: WORK=DIR $0 BINARY_A BINARY_B}
 B=${2:?usage: WORK=DIR $0 BINARY_A BINARY_B}
@@ -22,7 +25,8 @@ DURATION=${DURATION:-3}
 CONNS=${CONNS:-10}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-for f in tlsgate.toml sslload; do
+CLIENT=${CLIENT:-sslload}
+for f in tlsgate.toml "$CLIENT"; do
   [ -e "$WORK/$f" ] || { echo "resumption-ab: $WORK/$f missing (run scripts/peer-compare.sh with WORK=$WORK first)" >&2; exit 1; }
 done
 PORT=$(sed -n 's/^listen = "127.0.0.1:\([0-9]*\)"/\1/p' "$WORK/tlsgate.toml" | tail -1)
@@ -40,13 +44,23 @@ run() {
     sleep 0.1
   done
   t0=$(ticks "$pid")
-  # shellcheck disable=SC2086
-  out=$(taskset -c "$LOAD_CPU" "$WORK/sslload" -t "127.0.0.1:$PORT" -c "$CONNS" -d "$DURATION" $ARGS)
+  if [ "$CLIENT" = flood ]; then
+    out=$(taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$PORT" -sources 127.0.0.1 -conns "$CONNS" \
+      -duration "${DURATION}s" -finish | tail -n 1)
+  else
+    # shellcheck disable=SC2086
+    out=$(taskset -c "$LOAD_CPU" "$WORK/sslload" -t "127.0.0.1:$PORT" -c "$CONNS" -d "$DURATION" $ARGS)
+  fi
   t1=$(ticks "$pid")
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-  n=$(echo "$out" | grep -oE '"handshakes": *[0-9]+' | grep -oE '[0-9]+$')
-  errors=$(echo "$out" | grep -oE '"errors": *[0-9]+' | grep -oE '[0-9]+$')
+  if [ "$CLIENT" = flood ]; then
+    n=$(echo "$out" | grep -oE '"done": *[0-9]+' | grep -oE '[0-9]+$')
+    errors=$(echo "$out" | grep -oE '"(refused|other)": *[0-9]+' | grep -oE '[0-9]+$' | awk '{s += $1} END {print s + 0}')
+  else
+    n=$(echo "$out" | grep -oE '"handshakes": *[0-9]+' | grep -oE '[0-9]+$')
+    errors=$(echo "$out" | grep -oE '"errors": *[0-9]+' | grep -oE '[0-9]+$')
+  fi
   if [ -z "$n" ] || [ "$n" = 0 ] || [ "${errors:-1}" != 0 ] || [ "$t1" = "$t0" ]; then
     echo "resumption-ab: $bin: no clean run: $out" >&2
     exit 1
