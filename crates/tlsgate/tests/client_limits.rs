@@ -248,13 +248,21 @@ fn an_http11_client_that_takes_none_of_its_last_response_is_closed_at_the_send_t
     // leave room for the rest of the response but not for those: the final shutdown must end
     // at the send timeout too. How much a connection takes before it stops moving is measured
     // first (a keep-alive request for 16 MB); responses of sizes around it, each on its own
-    // connection, end on either side of that edge, some of them in the final shutdown.
+    // connection, end on either side of that edge, some of them in the final shutdown. The
+    // kernel's buffers are sized per connection, so the edge of a sweep's connections can sit
+    // away from the probe's: a sweep that lands none in the final shutdown is followed by
+    // another, finer one centred where its answers changed from whole to cut short.
     let origin = tlsgate_testkit::Origin::start("o1");
     let routes = [upstream_route(None, "/bytes", "o"), upstream("o", &[origin.addr()], "")].concat();
     let f = common::start_edited("", &routes, |t| {
         t.replace("[server]\n", "[server]\nclient_send_timeout = \"1s\"\n")
     });
     let timeouts = || f.gw.metric("tlsgate_client_timeouts_total", &["reason=\"send\""]);
+    let in_shutdown = || {
+        f.gw.log()
+            .matches("its last bytes were not taken within the send timeout")
+            .count()
+    };
     let mut probe = tls_client(&f, b"GET /bytes?n=16000000 HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(
         common::wait_until(Duration::from_secs(8), || timeouts() >= 1.0),
@@ -262,46 +270,64 @@ fn an_http11_client_that_takes_none_of_its_last_response_is_closed_at_the_send_t
     );
     let (room, ended) = drain(&mut probe, Duration::from_secs(5));
     assert!(ended && room > 0 && room < 16_000_000, "{room} bytes, ended {ended}");
-    let sizes: Vec<usize> = (0..48).map(|i| room.saturating_sub(32_000) + i * 2_000).collect();
-    let mut clients: Vec<_> = sizes
-        .iter()
-        .map(|n| {
-            let request = format!("GET /bytes?n={n} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-            tls_client(&f, request.as_bytes())
-        })
-        .collect();
-    // The gateway ends every one of them, none read: whole responses with their close, the
-    // others at the send timeout (1 s, checked within an eighth of it).
-    let open = || f.gw.metric("tlsgate_open_connections", &[]);
-    assert!(
-        common::wait_until(Duration::from_secs(8), || open() == 0.0),
-        "{} connections still open 8 s after their requests (send timeout 1 s); {} in the final shutdown",
-        open(),
-        f.gw.log()
-            .matches("its last bytes were not taken within the send timeout")
-            .count()
-    );
-    let mut cut = 0;
-    for (c, n) in clients.iter_mut().zip(&sizes) {
-        let (read, ended) = drain(c, Duration::from_secs(5));
+    let (mut centre, mut step) = (room, 2_000usize);
+    let mut sweeps = Vec::new();
+    for _ in 0..4 {
+        let sizes: Vec<usize> = (0..48)
+            .map(|i| (centre + i * step).saturating_sub(24 * step).max(1))
+            .collect();
+        let before = (timeouts(), in_shutdown());
+        let mut clients: Vec<_> = sizes
+            .iter()
+            .map(|n| {
+                let request = format!("GET /bytes?n={n} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                tls_client(&f, request.as_bytes())
+            })
+            .collect();
+        // The gateway ends every one of them, none read: whole responses with their close,
+        // the others at the send timeout (1 s).
+        let open = || f.gw.metric("tlsgate_open_connections", &[]);
         assert!(
-            ended,
-            "the connection for {n} bytes was still open after the send timeout ({read} bytes read)"
+            common::wait_until(Duration::from_secs(8), || open() == 0.0),
+            "{} connections still open 8 s after their requests (send timeout 1 s); {} in the final shutdown",
+            open(),
+            in_shutdown() - before.1
         );
-        if read < *n {
-            cut += 1;
+        let (mut cut, mut largest_whole, mut smallest_cut) = (0, None, None);
+        for (c, &n) in clients.iter_mut().zip(&sizes) {
+            let (read, ended) = drain(c, Duration::from_secs(5));
+            assert!(
+                ended,
+                "the connection for {n} bytes was still open after the send timeout ({read} bytes read)"
+            );
+            if read < n {
+                cut += 1;
+                smallest_cut = Some(smallest_cut.map_or(n, |m: usize| m.min(n)));
+            } else {
+                largest_whole = Some(largest_whole.map_or(n, |m: usize| m.max(n)));
+            }
         }
+        // Every connection cut short (in its response or in its final shutdown) is one send
+        // timeout; whole responses are none.
+        let shut = in_shutdown() - before.1;
+        assert_eq!(
+            timeouts() - before.0,
+            cut as f64,
+            "{cut} of {} cut short, {shut} in the final shutdown",
+            sizes.len()
+        );
+        if shut >= 1 {
+            return;
+        }
+        sweeps.push(format!("{}..={} by {step}: {cut} cut short", sizes[0], sizes[47]));
+        centre = match (largest_whole, smallest_cut) {
+            (Some(w), Some(c)) => (w + c) / 2,
+            (None, _) => sizes[0].saturating_sub(12 * step),
+            (_, None) => sizes[47] + 12 * step,
+        };
+        step = (step / 2).max(250);
     }
-    let log = f.gw.log();
-    let in_shutdown = log
-        .matches("its last bytes were not taken within the send timeout")
-        .count();
-    assert!(
-        in_shutdown >= 1,
-        "no connection ran out in its final shutdown ({cut} of {} cut short): the sizes missed the edge",
-        sizes.len()
-    );
-    assert_eq!(timeouts(), 1.0 + cut as f64, "{in_shutdown} in the final shutdown");
+    panic!("no connection ran out in its final shutdown: the sizes missed the edge ({sweeps:?}, probe room {room})");
 }
 
 #[test]
