@@ -598,16 +598,24 @@ fn http3_follows_upgrades_that_change_the_number_of_workers() {
     let url = |p: &str| format!("https://localhost:{}{p}", setup.https);
     let token = reset_token(setup.https);
     h3_env::h3client();
-    let new_connections = |n: usize, who: &Served| {
+    // On failure, the log of every process named (during a drain: the successor's and the
+    // draining process's, which passes new clients' Initials over the link).
+    let new_connections = |n: usize, who: &[&Served]| {
         for _ in 0..n {
             let got = h3_env::client(&ca, &["-url", &url("/echo?x=1")]);
-            assert!(got.len() == 1 && got[0]["status"] == 200, "{got:?}\n{}", who.log());
+            let logs = || {
+                who.iter()
+                    .map(|w| w.log())
+                    .collect::<Vec<_>>()
+                    .join("\n---- the other process:\n")
+            };
+            assert!(got.len() == 1 && got[0]["status"] == 200, "{got:?}\n{}", logs());
         }
     };
     // 2 → 3: new sockets join the group.
     old = stream_across_upgrade(&setup, &ca, 20, || setup.upgrade("step0", &config(3), &mut old));
     assert!(!old.log().contains("HTTP/3 not served"), "{}", old.log());
-    new_connections(12, &old);
+    new_connections(12, &[&old]);
     assert_eq!(reset_token(setup.https), token, "{}", old.log());
     assert_eq!(udp_sockets_on(setup.https), 3);
 
@@ -628,7 +636,7 @@ fn http3_follows_upgrades_that_change_the_number_of_workers() {
             3,
             "the old process's sockets all stay while it runs"
         );
-        new_connections(12, &one);
+        new_connections(12, &[&one, &old]);
         let got = inflight.join().unwrap();
         assert!(
             got.len() == 1 && got[0]["status"] == 200 && got[0]["error"].is_null(),
@@ -650,7 +658,7 @@ fn http3_follows_upgrades_that_change_the_number_of_workers() {
         "no new connection reached a surplus socket\n{}",
         one.log()
     );
-    new_connections(12, &one);
+    new_connections(12, &[&one]);
     assert_eq!(
         setup.metric("tlsgate_quic_datagrams_total", &["what=\"relayed\""]),
         relayed,
@@ -662,7 +670,7 @@ fn http3_follows_upgrades_that_change_the_number_of_workers() {
     // 1 → 2: the group grows from the one socket left.
     let two = stream_across_upgrade(&setup, &ca, 20, || setup.upgrade("step2", &config(2), &mut old));
     assert_eq!(udp_sockets_on(setup.https), 2, "{}", two.log());
-    new_connections(16, &two);
+    new_connections(16, &[&two]);
     assert_eq!(
         setup.metric("tlsgate_quic_datagrams_total", &["what=\"forwarded\""]),
         0.0,
