@@ -251,7 +251,14 @@ fn recv(conn: &mut quiche::Connection, mut d: Datagram, local: SocketAddr) {
         from: d.from,
         to: local,
     };
-    let _ = conn.recv(&mut d.data, info);
+    // Errors other than `Done` are fatal: quiche closes the connection with them (per-packet
+    // failures it drops by itself). Said once per connection, with the client's address.
+    match conn.recv(&mut d.data, info) {
+        Ok(_) | Err(quiche::Error::Done) => {}
+        Err(e) => {
+            tracing::info!(peer = %d.from, error = ?e, "QUIC connection closed: a received packet broke the protocol")
+        }
+    }
     while let Some(event) = conn.path_event_next() {
         if let quiche::PathEvent::PeerMigrated(_, peer) = event {
             m::migrated();

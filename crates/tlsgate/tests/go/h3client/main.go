@@ -30,6 +30,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/qlog"
 )
 
 type result struct {
@@ -97,7 +98,9 @@ func main() {
 		}
 		var dialed *quic.Conn
 		tlsConf := &tls.Config{RootCAs: roots, ServerName: *sni, ClientSessionCache: cache, NextProtos: []string{"h3"}}
-		qconf := &quic.Config{HandshakeIdleTimeout: 5 * time.Second, MaxIdleTimeout: 30 * time.Second}
+		// QLOGDIR set (a diagnosis): a qlog file per connection there.
+		qconf := &quic.Config{HandshakeIdleTimeout: 5 * time.Second, MaxIdleTimeout: 30 * time.Second,
+			Tracer: qlog.DefaultConnectionTracer}
 		tr := &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: qconf}
 		if c >= 1 && *early {
 			tr.Dial = func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
