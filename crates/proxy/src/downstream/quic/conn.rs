@@ -251,12 +251,11 @@ fn recv(conn: &mut quiche::Connection, mut d: Datagram, local: SocketAddr) {
         from: d.from,
         to: local,
     };
-    // Errors other than `Done` are fatal: quiche closes the connection with them (per-packet
-    // failures it drops by itself). Said once per connection, with the client's address.
-    match conn.recv(&mut d.data, info) {
-        Ok(_) | Err(quiche::Error::Done) => {}
-        Err(e) => {
-            tracing::info!(peer = %d.from, error = ?e, "QUIC connection closed: a received packet broke the protocol")
+    // An error that made quiche close the connection (per-packet failures it drops by itself,
+    // and a closed connection answers `Done`): said once per connection, with the client.
+    if let Err(e) = conn.recv(&mut d.data, info) {
+        if e != quiche::Error::Done && conn.local_error().is_some() {
+            tracing::info!(peer = %d.from, error = ?e, "QUIC connection closed: a received packet broke the protocol");
         }
     }
     while let Some(event) = conn.path_event_next() {
