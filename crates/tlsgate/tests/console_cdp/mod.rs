@@ -70,7 +70,7 @@ impl Browser {
 
     /// [`Browser::start`] with more command-line flags (e.g. `--origin-to-force-quic-on=...`),
     /// placed before the first URL. Each browser has its own temporary profile
-    /// (`--user-data-dir`), so several can run at once.
+    /// (`--user-data-dir`), so several can run at once, and its own `TMPDIR` inside it.
     pub fn start_with(flags: &[String]) -> Self {
         let port = tlsgate_testkit::free_port();
         let profile = tempfile::tempdir().expect("temp dir");
@@ -87,6 +87,9 @@ impl Browser {
             ])
             .args(flags)
             .arg("about:blank")
+            // Its singleton socket's directory (`org.chromium.Chromium.*`) goes with the
+            // profile instead of staying in /tmp after every run.
+            .env("TMPDIR", profile.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
