@@ -3346,6 +3346,21 @@ impl<F: BufFactory> Connection<F> {
         // existing path.
         let recv_pid = if hdr.ty == Type::Short && self.got_peer_conn_id {
             let pkt_dcid = ConnectionId::from_ref(&hdr.dcid);
+
+            // tlsgate patch: a packet to a source connection ID the peer has
+            // retired, sent before the packet that retired it and reordered
+            // behind it, is dropped (its frames are sent again), not taken for
+            // a protocol violation that closes the connection.
+            if self.ids.find_scid_seq(&pkt_dcid).is_none() {
+                trace!(
+                    "{} dropped packet {} to a retired connection ID",
+                    self.trace_id,
+                    pn
+                );
+
+                return Err(Error::Done);
+            }
+
             self.get_or_create_recv_path_id(recv_pid, &pkt_dcid, buf_len, info)?
         } else {
             // During handshake, we are on the initial path.
