@@ -47,17 +47,49 @@ pub fn error_response(status: StatusCode, text: &'static str) -> Response<Body> 
         .expect("static response parts are valid")
 }
 
-/// RFC 8470: early data is replayable, so only requests that are safe to repeat (GET or HEAD
-/// without a body) are served from it; the rest get 425 Too Early and the client retries after
-/// the handshake.
-fn safe_in_early_data(req: &Request<ClientBody>) -> bool {
+/// How long a GET or HEAD read from early data may keep its stream's end waiting.
+const EARLY_END_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether a request read from early data is one of those served from it. RFC 8470: early data
+/// is replayable, so only requests that are safe to repeat (GET or HEAD without a body) are; the
+/// rest get 425 Too Early and the client retries after the handshake.
+enum EarlySafety {
+    Safe,
+    Unsafe,
+    /// A GET or HEAD of HTTP/2 or HTTP/3 whose stream has not ended yet and says no length: the
+    /// stream's end may come in a later frame or packet than its head (quic-go, for one, sends
+    /// them apart when its writer runs between the two), and it decides.
+    EndPending,
+}
+
+fn early_safety(req: &Request<ClientBody>) -> EarlySafety {
     use hyper::body::Body as _;
-    let no_body = req.body().is_end_stream()
-        || req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() == b"0");
-    (req.method() == http::Method::GET || req.method() == http::Method::HEAD) && no_body
+    if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+        return EarlySafety::Unsafe;
+    }
+    match req.headers().get(header::CONTENT_LENGTH) {
+        _ if req.body().is_end_stream() => EarlySafety::Safe,
+        Some(v) if v.as_bytes() == b"0" => EarlySafety::Safe,
+        Some(_) => EarlySafety::Unsafe,
+        None => EarlySafety::EndPending,
+    }
+}
+
+/// Reads the rest of a bodiless-looking request's stream, for at most [`EARLY_END_WAIT`]: true
+/// when it ends with no content (the request is then safe in early data, and its body is read
+/// to its end), false when content arrives, the stream breaks or the end does not come.
+async fn ends_without_content(body: &mut ClientBody) -> bool {
+    use http_body_util::BodyExt as _;
+    let read = async {
+        loop {
+            match body.frame().await {
+                None => return true,
+                Some(Ok(frame)) if frame.data_ref().is_some_and(|d| d.is_empty()) => {}
+                Some(_) => return false,
+            }
+        }
+    };
+    tokio::time::timeout(EARLY_END_WAIT, read).await.unwrap_or(false)
 }
 
 /// Turns a response the gateway made itself into its HEAD form: the same headers, with the
@@ -205,7 +237,13 @@ pub async fn handle(
     let closes_after = ctx.protocol == "h1" && !tlsgate_h1::connection_persists(req.version(), req.headers());
     if ctx.in_early_data() || req.extensions().get::<InEarlyData>().is_some() {
         let stats = &ctx.gateway.sessions.early_data.stats;
-        if !safe_in_early_data(&req) {
+        let safe = match early_safety(&req) {
+            EarlySafety::Safe => true,
+            EarlySafety::Unsafe => false,
+            // Rare (boxed: the request's future keeps no room for it).
+            EarlySafety::EndPending => Box::pin(ends_without_content(req.body_mut())).await,
+        };
+        if !safe {
             stats.requests_too_early.fetch_add(1, Ordering::Relaxed);
             return Ok(log.respond(error_response(
                 StatusCode::from_u16(425).expect("valid status"),

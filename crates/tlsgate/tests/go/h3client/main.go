@@ -67,6 +67,7 @@ func main() {
 	secondURL := flag.String("url2", "", "with -resume: the second connection's URL (another gateway)")
 	thirdURL := flag.String("url3", "", "with -resume: a third connection's URL")
 	replay := flag.Bool("replay", false, "with -resume: every resuming connection offers the first ticket")
+	finDelay := flag.Duration("fin-delay", 0, "a request without a body ends its stream this long after its head (a body of unknown length that turns out empty)")
 	flag.Parse()
 
 	pem, err := os.ReadFile(*caFile)
@@ -119,7 +120,7 @@ func main() {
 				time.Sleep(*hold)
 			}
 			for i := 0; i < *n; i++ {
-				res := request(client, c, target, *method, *bodyLen, c >= 1 && *early)
+				res := request(client, c, target, *method, *bodyLen, c >= 1 && *early, *finDelay)
 				if errors.Is(res.err, quic.Err0RTTRejected) || strings.Contains(res.Error, "0-RTT rejected") {
 					// quic-go's transport keeps the refused connection as unusable: the
 					// request goes again on a new one (resuming, without early data).
@@ -127,7 +128,7 @@ func main() {
 						Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 							return quic.DialAddr(ctx, addr, tc, qc)
 						}}
-					res = request(&http.Client{Transport: again, Timeout: 10 * time.Second}, c, target, *method, *bodyLen, false)
+					res = request(&http.Client{Transport: again, Timeout: 10 * time.Second}, c, target, *method, *bodyLen, false, *finDelay)
 					res.Rejected0RTT = true
 					again.Close()
 				}
@@ -142,12 +143,14 @@ func main() {
 	}
 }
 
-func request(client *http.Client, conn int, url, method string, bodyLen int, early bool) result {
+func request(client *http.Client, conn int, url, method string, bodyLen int, early bool, finDelay time.Duration) result {
 	res := result{Conn: conn}
 	started := time.Now()
 	var body io.Reader
 	if bodyLen > 0 {
 		body = bytes.NewReader(bytes.Repeat([]byte("b"), bodyLen))
+	} else if finDelay > 0 {
+		body = &lateEOF{delay: finDelay}
 	}
 	m := method
 	if early {
@@ -220,4 +223,13 @@ func fail(err error) {
 	out, _ := json.Marshal(result{Error: err.Error()})
 	fmt.Println(string(out))
 	os.Exit(1)
+}
+
+// lateEOF is an empty body that ends only after a delay: the request's HEADERS frame goes
+// without the stream's FIN, which follows on its own.
+type lateEOF struct{ delay time.Duration }
+
+func (l *lateEOF) Read([]byte) (int, error) {
+	time.Sleep(l.delay)
+	return 0, io.EOF
 }
