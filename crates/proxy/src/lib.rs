@@ -42,5 +42,6 @@ pub mod local_signal;
 pub mod request;
 pub mod send_more;
 pub mod upstream;
+pub mod worker_slot;
 
 pub use gateway::{Gateway, Generation};

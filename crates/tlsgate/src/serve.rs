@@ -174,6 +174,12 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
     tlsgate_proxy::downstream::quic::metrics::register(metrics.registry_mut());
     tlsgate_tls::ech_ring::register(metrics.registry_mut());
     let metrics = Arc::new(metrics);
+    let workers = match config.server.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // Origin connections are kept per worker (`tlsgate_proxy::worker_slot`).
+    tlsgate_proxy::worker_slot::set_workers(workers);
     let gateway =
         Gateway::new(config.clone(), metrics.clone()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut inherited = match takeover {
@@ -181,10 +187,6 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         None => None,
     };
 
-    let workers = match config.server.workers {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
     // Bind everything up front, before joining a cluster or the control plane, so a busy port is
     // a clear startup error (exit status 1) with no side effects, not a worker's log line. Each
     // address is taken exclusively: another process already listening there (a second
@@ -290,7 +292,10 @@ fn start(config: Config, path: &Path, takeover: Option<&mut takeover::Takeover>)
         let quic = quic.next();
         let handle = std::thread::Builder::new()
             .name(format!("tlsgate-worker-{i}"))
-            .spawn(move || worker(gw, sockets, quic))
+            .spawn(move || {
+                tlsgate_proxy::worker_slot::enter(i);
+                worker(gw, sockets, quic)
+            })
             .context("cannot start a worker thread")?;
         threads.push(handle);
     }

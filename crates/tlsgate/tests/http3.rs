@@ -412,36 +412,23 @@ fn a_session_resumes_on_another_gateway_with_the_cluster_secret_and_0rtt_is_serv
     let served =
         |g: &tlsgate_testkit::GatewayProcess| g.metric("tlsgate_state", &["name=\"early_data_requests_served_total\""]);
     let (yes_before, served_before) = (early_yes(&second), served(&second));
-    let early = client(
-        &ca,
-        &[
-            "-url",
-            &format!("https://localhost:{}/hello", first.https),
-            "-resume",
-            "-early",
-            "-url2",
-            &format!("https://localhost:{second_port}/hello"),
-        ],
+    let (first_url, second_url) = (
+        format!("https://localhost:{}/hello", first.https),
+        format!("https://localhost:{second_port}/hello"),
     );
+    let early_client = |extra: &[&str]| {
+        let mut args = vec!["-url", &first_url, "-resume", "-early", "-url2", &second_url];
+        args.extend_from_slice(extra);
+        client(&ca, &args)
+    };
+    let early = early_client(&[]);
     assert_eq!(early[1]["status"], 200, "{early:?}\n{}", second.log());
     assert_eq!(early_yes(&second), yes_before + 1.0, "{early:?}");
     assert!(served(&second) > served_before, "{early:?}");
     // The same GET in 0-RTT with its stream's end 150 ms behind its head (quic-go sends them in
     // separate packets when its writer runs between the two, as on a loaded machine): the
     // gateway waits for the end, finds no body, and serves it instead of answering 425.
-    let lagging = client(
-        &ca,
-        &[
-            "-url",
-            &format!("https://localhost:{}/hello", first.https),
-            "-resume",
-            "-early",
-            "-fin-delay",
-            "150ms",
-            "-url2",
-            &format!("https://localhost:{second_port}/hello"),
-        ],
-    );
+    let lagging = early_client(&["-fin-delay", "150ms"]);
     assert_eq!(lagging[1]["used_0rtt"], true, "{lagging:?}");
     assert_eq!(lagging[1]["status"], 200, "{lagging:?}\n{}", second.log());
 }

@@ -272,3 +272,14 @@ impl AsyncWrite for Stream {
         }
     }
 }
+
+/// A plaintext connection to `listener` (tests).
+#[cfg(test)]
+pub(crate) async fn plain_to(listener: &tokio::net::TcpListener) -> Transport {
+    let port = listener.local_addr().unwrap().port();
+    let key: Arc<str> = Arc::from(format!("127.0.0.1:{port}"));
+    let (transport, _) = open("127.0.0.1", port, &key, None, Duration::from_secs(5), true, None)
+        .await
+        .unwrap();
+    transport
+}

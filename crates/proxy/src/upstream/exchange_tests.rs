@@ -281,12 +281,7 @@ async fn a_large_upload_to_a_tcp_origin_leaves_in_full_segments_not_one_per_fram
     const FRAME: usize = 16 * 1024;
     const FRAMES: usize = 7;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let key: Arc<str> = Arc::from(format!("127.0.0.1:{port}"));
-    let timeout = std::time::Duration::from_secs(5);
-    let (transport, _) = crate::upstream::connect::open("127.0.0.1", port, &key, None, timeout, true, None)
-        .await
-        .unwrap();
+    let transport = crate::upstream::connect::plain_to(&listener).await;
     let (mut origin, _) = listener.accept().await.unwrap();
     let frames: std::collections::VecDeque<Bytes> =
         (0..FRAMES).map(|i| Bytes::from(vec![b'a' + i as u8; FRAME])).collect();

@@ -347,7 +347,7 @@ impl OriginPool {
                     } else if pair.is_none() && dialing.is_none() {
                         // Wait for a dial already under way (bounded by its connect timeout),
                         // then look again: a burst of first requests opens one connection.
-                        dialing = Some(server.conns.h2_dial.lock().await);
+                        dialing = Some(server.conns.local().h2_dial.lock().await);
                         continue;
                     }
                 }
@@ -453,8 +453,10 @@ impl OriginPool {
     /// Closes idle connections older than `idle_timeout`.
     pub fn sweep(&self, servers: &[Arc<UpstreamServer>]) {
         for server in servers {
-            let mut idle = server.conns.idle.lock();
-            idle.retain_mut(|i| i.since.elapsed() < self.idle_timeout && i.conn.idle_and_open());
+            for worker in server.conns.workers.iter() {
+                let mut idle = worker.idle.lock();
+                idle.retain_mut(|i| i.since.elapsed() < self.idle_timeout && i.conn.idle_and_open());
+            }
         }
     }
 
