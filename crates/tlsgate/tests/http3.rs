@@ -431,6 +431,13 @@ fn a_session_resumes_on_another_gateway_with_the_cluster_secret_and_0rtt_is_serv
     let lagging = early_client(&["-fin-delay", "150ms"]);
     assert_eq!(lagging[1]["used_0rtt"], true, "{lagging:?}");
     assert_eq!(lagging[1]["status"], 200, "{lagging:?}\n{}", second.log());
+    // What the wait refuses: content after the head (a GET with a body is not safe to replay),
+    // and an end that does not come within 500 ms.
+    for extra in [&["-fin-delay", "150ms", "-body", "5"][..], &["-fin-delay", "900ms"][..]] {
+        let refused = early_client(extra);
+        assert_eq!(refused[1]["used_0rtt"], true, "{extra:?}: {refused:?}");
+        assert_eq!(refused[1]["status"], 425, "{extra:?}: {refused:?}\n{}", second.log());
+    }
 }
 
 #[test]

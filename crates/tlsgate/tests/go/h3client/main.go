@@ -67,7 +67,7 @@ func main() {
 	secondURL := flag.String("url2", "", "with -resume: the second connection's URL (another gateway)")
 	thirdURL := flag.String("url3", "", "with -resume: a third connection's URL")
 	replay := flag.Bool("replay", false, "with -resume: every resuming connection offers the first ticket")
-	finDelay := flag.Duration("fin-delay", 0, "a request without a body ends its stream this long after its head (a body of unknown length that turns out empty)")
+	finDelay := flag.Duration("fin-delay", 0, "the request's body (-body bytes, perhaps none) is of unknown length and comes this long after its head, then the stream's end")
 	flag.Parse()
 
 	pem, err := os.ReadFile(*caFile)
@@ -147,10 +147,12 @@ func request(client *http.Client, conn int, url, method string, bodyLen int, ear
 	res := result{Conn: conn}
 	started := time.Now()
 	var body io.Reader
-	if bodyLen > 0 {
+	switch {
+	case finDelay > 0:
+		// Unknown length: the HEADERS frame goes without the FIN (and without a length).
+		body = &lateBody{delay: finDelay, data: bytes.Repeat([]byte("b"), bodyLen)}
+	case bodyLen > 0:
 		body = bytes.NewReader(bytes.Repeat([]byte("b"), bodyLen))
-	} else if finDelay > 0 {
-		body = &lateEOF{delay: finDelay}
 	}
 	m := method
 	if early {
@@ -225,11 +227,24 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// lateEOF is an empty body that ends only after a delay: the request's HEADERS frame goes
-// without the stream's FIN, which follows on its own.
-type lateEOF struct{ delay time.Duration }
+// lateBody is a body of unknown length that comes only after a delay: data (perhaps none),
+// then the end. The request's HEADERS frame goes without the stream's FIN, which follows with
+// the data or on its own.
+type lateBody struct {
+	delay  time.Duration
+	data   []byte
+	waited bool
+}
 
-func (l *lateEOF) Read([]byte) (int, error) {
-	time.Sleep(l.delay)
-	return 0, io.EOF
+func (l *lateBody) Read(p []byte) (int, error) {
+	if !l.waited {
+		time.Sleep(l.delay)
+		l.waited = true
+	}
+	if len(l.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, l.data)
+	l.data = l.data[n:]
+	return n, nil
 }
