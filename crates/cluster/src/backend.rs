@@ -20,6 +20,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Adds each `(key, by, ttl)`'s `by` to the counter `key` (created at 0 when absent) and
     /// keeps it for `ttl`; answers the counters' new values in order, in one round trip where
     /// the store allows it (the rate limits' reconciliation: `tlsgate_proxy`'s `CounterStore`).
+    /// Counters whose keys share a hash tag (`{…}`) live on one server and are updated in the
+    /// order given; others may be updated concurrently.
     fn incr_many(&self, items: Vec<(String, u64, Duration)>) -> BoxFuture<'static, Result<Vec<u64>, StoreError>>;
     /// A name for logs and metrics: `redis` or `memcached`.
     fn kind(&self) -> &'static str;

@@ -82,9 +82,7 @@ impl MemcachedStore {
     }
 
     fn server_for(&self, key: &str) -> usize {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        (h.finish() % self.inner.servers.len() as u64) as usize
+        server_index(key, self.inner.servers.len())
     }
 
     /// A connection slot to `server` for the calling thread: one of this worker thread's own
@@ -173,6 +171,20 @@ fn operation_failure(e: &async_memcached::Error) -> StoreFailure {
 }
 
 /// Adds `by` to the counter `key`, creating it at `by` with `ttl` when missing; its new value.
+/// The server of `key` among `servers`: the hash of its hash tag (the part between its first
+/// `{` and the next `}`, as in Redis Cluster and twemproxy) when it has a non-empty one, else of
+/// the whole key. Keys that share a tag share a server, so operations on them keep their order.
+fn server_index(key: &str, servers: usize) -> usize {
+    let tagged = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tagged.unwrap_or(key).hash(&mut h);
+    (h.finish() % servers.max(1) as u64) as usize
+}
+
 async fn add_to_counter(c: &mut Client, key: &str, by: u64, ttl: Duration) -> Result<u64, async_memcached::Error> {
     let (vivify, initial) = (format!("N{}", ttl_secs(ttl)), format!("J{by}"));
     let answer = c
@@ -277,6 +289,23 @@ impl Backend for MemcachedStore {
 mod tests {
     use super::*;
     use tlsgate_error::Classify;
+
+    #[test]
+    fn keys_with_one_hash_tag_share_a_server_and_the_others_spread() {
+        let servers = 7;
+        let of = |k: &str| server_index(k, servers);
+        let tagged: Vec<usize> = (0..50).map(|w| of(&format!("p:rl:{{abc}}:{w}"))).collect();
+        assert!(tagged.iter().all(|&s| s == tagged[0]), "{tagged:?}");
+        assert_eq!(of("x{abc}y:t9"), tagged[0]);
+        // Untagged and empty-tagged keys hash whole: over many keys every server is used.
+        let mut used = [false; 7];
+        for i in 0..200 {
+            used[of(&format!("p:sess:{i}"))] = true;
+            used[of(&format!("p:{{}}:{i}"))] = true;
+        }
+        assert!(used.iter().all(|&u| u), "{used:?}");
+        assert_eq!(server_index("anything", 1), 0);
+    }
 
     #[test]
     fn error_answers_are_command_failures_the_rest_lost_connections() {
