@@ -168,20 +168,22 @@ impl UpstreamGroup {
     /// Forwards a request and streams the response back. A failure becomes the error response
     /// of its [`ProxyError`], which travels in the response's extensions for the log.
     /// What the access log needs (origin server, time to its header, upload) goes to `facts`.
+    /// The request is taken from `slot` (left in place, it is not copied into the futures on the
+    /// way); a slot found empty is a 400.
     pub async fn forward(
         self: &Arc<Self>,
-        req: Request<ClientBody>,
+        slot: &mut Option<Request<ClientBody>>,
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
         upgrade: Option<UpgradeRequest<'_>>,
     ) -> Response<Body> {
         facts.group = Some(self.label);
-        let grpc = is_grpc(req.headers());
+        let grpc = slot.as_ref().is_some_and(|req| is_grpc(req.headers()));
         // Boxed: the forwarding state is most of a request's future; requests the gateway
         // answers itself never allocate it, and it is built in its box (`pin_in_place`), not
         // copied into it or moved through the futures that await it.
-        let forwarding = crate::boxed::pin_in_place(|| self.try_forward(req, down, metrics, facts, upgrade));
+        let forwarding = crate::boxed::pin_in_place(|| self.try_forward(slot, down, metrics, facts, upgrade));
         match forwarding.await {
             Ok(resp) => resp,
             Err(e) if grpc => e.grpc_response(),
@@ -191,13 +193,13 @@ impl UpstreamGroup {
 
     async fn try_forward(
         self: &Arc<Self>,
-        req: Request<ClientBody>,
+        slot: &mut Option<Request<ClientBody>>,
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
         mut upgrade: Option<UpgradeRequest<'_>>,
     ) -> Result<Response<Body>, ProxyError> {
-        let (mut parts, body) = req.into_parts();
+        let (mut parts, body) = slot.take().ok_or(ProxyError::BadRequest("no request"))?.into_parts();
         let bodiless = http_body::Body::is_end_stream(&body);
         prepare_request(&mut parts.headers, &down.hop, self.forwarded, down.edits);
         if let Some(u) = &upgrade {
