@@ -58,8 +58,11 @@ pub fn encode_head(head: &RequestHead<'_>, body: Body, out: &mut BytesMut) {
         out.put_slice(host.as_bytes());
         out.put_slice(b"\r\n");
     }
+    // Whether the head has a Content-Length, seen on the way (not a lookup of its own).
+    let mut has_length = false;
     for (name, value) in headers {
         if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+            has_length |= name == CONTENT_LENGTH;
             continue;
         }
         out.put_slice(name.as_str().as_bytes());
@@ -68,7 +71,7 @@ pub fn encode_head(head: &RequestHead<'_>, body: Body, out: &mut BytesMut) {
         out.put_slice(b"\r\n");
     }
     match body {
-        Body::None if announces_empty_body(method) || headers.contains_key(CONTENT_LENGTH) => {
+        Body::None if announces_empty_body(method) || has_length => {
             out.put_slice(b"content-length: 0\r\n");
         }
         Body::None => {}

@@ -333,12 +333,11 @@ impl UpstreamGroup {
                 Marked::Again => format!("; server skipped for {:?} (it was down already)", self.fail_timeout),
             };
             let (error, failure) = match result {
-                Ok(Ok(resp)) => {
+                Ok(Ok(mut resp)) => {
                     server.record_success();
                     self.duration
                         .get_or_init(|| metrics.upstream_duration.get_or_create(&labels).clone())
                         .observe(took.as_secs_f64());
-                    let mut resp = resp;
                     let switched = resp.status() == http::StatusCode::SWITCHING_PROTOCOLS;
                     let origin_side = switched.then(|| hyper::upgrade::on(&mut resp));
                     // The protocol switched to, before hop-by-hop removal takes `Upgrade`.

@@ -67,6 +67,8 @@ impl Upgrade {
             let stream = req.extensions_mut().remove::<PendingTunnel>()?;
             return Some(Upgrade::Http2 { protocol, stream });
         }
+        // `Upgrade` first: nearly every request lacks it, and then `Connection` is not read.
+        let protocol = req.headers().get(header::UPGRADE)?;
         let asks = req
             .headers()
             .get_all(header::CONNECTION)
@@ -74,8 +76,9 @@ impl Upgrade {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-        let protocol = req.headers().get(header::UPGRADE)?.clone();
-        asks.then_some(Upgrade::Http1 { protocol })
+        asks.then(|| Upgrade::Http1 {
+            protocol: protocol.clone(),
+        })
     }
 
     /// Turns the forwarded request into the HTTP/1.1 upgrade request the origin gets (after
