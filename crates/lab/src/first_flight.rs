@@ -180,6 +180,8 @@ struct Pkt {
     padding: usize,
     /// TCP: carries payload (QUIC: unused).
     marks: bool,
+    /// QUIC: carries a 1-RTT (short header) packet (TCP: unused).
+    one_rtt: bool,
 }
 
 /// What the first flights of one connection held.
@@ -273,6 +275,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
                 handshake_bytes,
                 padding: qp.iter().filter(|q| q.kind == QuicKind::Padding).map(|q| q.bytes).sum(),
                 marks: false,
+                one_rtt: qp.iter().any(|q| q.kind == QuicKind::OneRtt),
             });
         } else if let Some(seg) = parse_segment(&p.data) {
             let port = if up { seg.src.port() } else { seg.dst.port() };
@@ -297,6 +300,7 @@ pub fn first_flights(packets: &[CapturedPacket]) -> Vec<FirstFlight> {
                 handshake_bytes: 0,
                 padding: 0,
                 marks: !seg.payload.is_empty(),
+                one_rtt: false,
             });
         }
     }
@@ -338,7 +342,16 @@ fn analyse(mut ff: FirstFlight, pkts: &[Pkt]) -> FirstFlight {
         let hs = |v: &[&Pkt]| v.iter().map(|p| p.handshake_bytes as u64).sum::<u64>();
         ff.server_handshake_bytes = hs(&first) + hs(&later);
         ff.server_handshake_bytes_later = hs(&later);
-        ff.server_rounds = rounds(pkts, |p| p.handshake_bytes > 0, f64::INFINITY);
+        // The client's first 1-RTT packet says its handshake is complete: a server handshake
+        // packet sent after that (the acknowledgement of its Finished, a probe a slow client
+        // drew) is on no round trip the handshake waited for.
+        let client_done = pkts
+            .iter()
+            .filter(|p| p.up && p.one_rtt)
+            .map(|p| p.sent)
+            .reduce(f64::min)
+            .unwrap_or(f64::INFINITY);
+        ff.server_rounds = rounds(pkts, |p| p.handshake_bytes > 0, client_done);
     } else {
         // The client's second data (its Finished) ends the server's handshake flight.
         let finished = pkts
@@ -489,6 +502,17 @@ mod tests {
         assert!(f.ratio > 2.9 && f.ratio <= 3.0, "{}", f.ratio);
         assert_eq!((f.server_first_padding, f.charged_ratio), (0, f.ratio));
         assert_eq!(f.server_rounds, 2);
+        // The client completes (its Finished and its request, 1-RTT, sent at 202 ms); a server
+        // Handshake packet sent after that (an acknowledgement, a probe) is not a round.
+        let mut done = long(2, b"srv", b"", 60);
+        done.extend([0x40; 100]);
+        let mut after = v.clone();
+        after.push(dgram(0.252, 0.05, true, 5000, &done));
+        after.push(dgram(0.31, 0.05, false, 5000, &long(2, b"", b"srv", 30)));
+        assert_eq!(first_flights(&after)[0].server_rounds, 2);
+        // Without the client's 1-RTT packet it counted as a third round.
+        after[7] = dgram(0.252, 0.05, true, 5000, &long(2, b"srv", b"", 60));
+        assert_eq!(first_flights(&after)[0].server_rounds, 3);
         // The same port with a new Initial DCID is the next connection.
         let mut w = v.clone();
         w.push(dgram(0.5, 0.05, true, 5000, &long(0, b"othercid", b"", 1180)));
