@@ -88,6 +88,8 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     }
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(count);
+    // Whether a Transfer-Encoding came, seen on the way (the framing needs no lookup of it).
+    let mut has_te = false;
     for &(name_start, name_end, value_start, value_end) in spans.iter() {
         // Names are parsed (`HeaderName` interns the standard ones); values are slices of the head.
         let bytes = &head[name_start..name_end];
@@ -96,9 +98,10 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
             None => HeaderName::from_bytes(bytes).map_err(|_| Error::Field)?,
         };
         let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
+        has_te |= name == TRANSFER_ENCODING;
         headers.append(name, value);
     }
-    let (body, framing_keep_alive) = framing(status, head_request, &headers)?;
+    let (body, framing_keep_alive) = framing(status, head_request, has_te, &headers)?;
     let keep_alive = framing_keep_alive && connection_persists(version, &headers);
     Ok(Some(Head {
         status,
@@ -141,7 +144,8 @@ fn common_name(name: &[u8]) -> Option<HeaderName> {
 }
 
 /// RFC 9112 §6.3: the body's delimitation, and whether it allows the connection to be reused.
-fn framing(status: StatusCode, head_request: bool, headers: &HeaderMap) -> Result<(Body, bool), Error> {
+/// `has_te`: `headers` hold a Transfer-Encoding.
+fn framing(status: StatusCode, head_request: bool, has_te: bool, headers: &HeaderMap) -> Result<(Body, bool), Error> {
     if head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -149,7 +153,7 @@ fn framing(status: StatusCode, head_request: bool, headers: &HeaderMap) -> Resul
     {
         return Ok((Body::Empty, true));
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if has_te {
         // Chunked only when it is the final coding; anything else runs until close. A response
         // with both `Transfer-Encoding` and `Content-Length` may have been crafted to desync a
         // proxy: read it by `Transfer-Encoding` and close the connection after it (§6.3 item 3).

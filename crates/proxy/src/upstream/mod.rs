@@ -183,7 +183,7 @@ impl UpstreamGroup {
         // Boxed: the forwarding state is most of a request's future; requests the gateway
         // answers itself never allocate it, and it is built in its box (`pin_in_place`), not
         // copied into it or moved through the futures that await it.
-        let forwarding = crate::boxed::pin_in_place(|| self.try_forward(slot, down, metrics, facts, upgrade));
+        let forwarding = crate::boxed::pin_in_place(|| self.try_forward(slot, grpc, down, metrics, facts, upgrade));
         match forwarding.await {
             Ok(resp) => resp,
             Err(e) if grpc => e.grpc_response(),
@@ -194,6 +194,7 @@ impl UpstreamGroup {
     async fn try_forward(
         self: &Arc<Self>,
         slot: &mut Option<Request<ClientBody>>,
+        grpc: bool,
         down: &Downstream<'_>,
         metrics: &Metrics,
         facts: &mut UpstreamFacts,
@@ -223,7 +224,7 @@ impl UpstreamGroup {
             parts: &parts,
             target: down.path_and_query,
         };
-        let kind = RequestKind::of(&parts.method, &parts.headers, bodiless, upgrade.is_some());
+        let kind = RequestKind::of(&parts.method, grpc, bodiless, upgrade.is_some());
         let (tracked, sent) = TrackedBody::new(body);
         facts.upload = Some(sent.clone());
         // The body for the next attempt while no origin connection has read any of it; a

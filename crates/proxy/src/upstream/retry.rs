@@ -12,7 +12,7 @@
 //!   (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE) without a body (the only body
 //!   that can be sent again whole), never a gRPC call or an upgrade.
 
-use http::{HeaderMap, Method};
+use http::Method;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,12 +46,13 @@ pub struct RequestKind {
 }
 
 impl RequestKind {
-    /// The kind of a request with `method` and `headers`.
-    pub fn of(method: &Method, headers: &HeaderMap, bodiless: bool, upgrade: bool) -> Self {
+    /// The kind of a request with `method`; `grpc`: its headers say it is a gRPC call
+    /// ([`super::forwarding::is_grpc`], read once per request by the caller).
+    pub fn of(method: &Method, grpc: bool, bodiless: bool, upgrade: bool) -> Self {
         Self {
             idempotent: is_idempotent(method),
             bodiless,
-            grpc: super::forwarding::is_grpc(headers),
+            grpc,
             upgrade,
         }
     }
@@ -206,7 +207,9 @@ impl Drop for RetryToken {
 
 #[cfg(test)]
 mod tests {
+    use super::super::forwarding::is_grpc;
     use super::*;
+    use http::HeaderMap;
     use tlsgate_config::Duration as ConfigDuration;
 
     fn config(attempts: u32, on: &[RetryOn]) -> RetryConfig {
@@ -218,7 +221,7 @@ mod tests {
     }
 
     fn kind(method: Method, bodiless: bool) -> RequestKind {
-        RequestKind::of(&method, &HeaderMap::new(), bodiless, false)
+        RequestKind::of(&method, false, bodiless, false)
     }
 
     const ALL: [RetryOn; 3] = [RetryOn::ConnectFailure, RetryOn::Reset, RetryOn::HeaderTimeout];
@@ -249,10 +252,10 @@ mod tests {
         );
         let mut grpc_headers = HeaderMap::new();
         grpc_headers.insert(http::header::CONTENT_TYPE, "application/grpc".parse().unwrap());
-        let grpc = RequestKind::of(&Method::POST, &grpc_headers, false, false);
+        let grpc = RequestKind::of(&Method::POST, is_grpc(&grpc_headers), false, false);
         assert!(grpc.grpc && !grpc.idempotent);
         assert_eq!(p.retryable(Failure::Connect, grpc, true), Some(RetryOn::ConnectFailure));
-        let upgrade = RequestKind::of(&Method::GET, &HeaderMap::new(), true, true);
+        let upgrade = RequestKind::of(&Method::GET, false, true, true);
         assert_eq!(
             p.retryable(Failure::Connect, upgrade, true),
             Some(RetryOn::ConnectFailure)
@@ -280,9 +283,9 @@ mod tests {
             let mut grpc_headers = HeaderMap::new();
             grpc_headers.insert(http::header::CONTENT_TYPE, "application/grpc+proto".parse().unwrap());
             // Even a bodiless "GET" gRPC request is not sent again once sent.
-            let grpc = RequestKind::of(&Method::GET, &grpc_headers, true, false);
+            let grpc = RequestKind::of(&Method::GET, is_grpc(&grpc_headers), true, false);
             assert_eq!(p.retryable(failure, grpc, true), None);
-            let upgrade = RequestKind::of(&Method::GET, &HeaderMap::new(), true, true);
+            let upgrade = RequestKind::of(&Method::GET, false, true, true);
             assert_eq!(p.retryable(failure, upgrade, true), None);
         }
         let get = kind(Method::GET, true);
