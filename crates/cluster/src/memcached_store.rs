@@ -170,7 +170,6 @@ fn operation_failure(e: &async_memcached::Error) -> StoreFailure {
     }
 }
 
-/// Adds `by` to the counter `key`, creating it at `by` with `ttl` when missing; its new value.
 /// The server of `key` among `servers`: the hash of its hash tag (the part between its first
 /// `{` and the next `}`, as in Redis Cluster and twemproxy) when it has a non-empty one, else of
 /// the whole key. Keys that share a tag share a server, so operations on them keep their order.
@@ -185,6 +184,7 @@ fn server_index(key: &str, servers: usize) -> usize {
     (h.finish() % servers.max(1) as u64) as usize
 }
 
+/// Adds `by` to the counter `key`, creating it at `by` with `ttl` when missing; its new value.
 async fn add_to_counter(c: &mut Client, key: &str, by: u64, ttl: Duration) -> Result<u64, async_memcached::Error> {
     let (vivify, initial) = (format!("N{}", ttl_secs(ttl)), format!("J{by}"));
     let answer = c
