@@ -75,7 +75,7 @@ pub use context::{SessionState, TlsService};
 pub use error::TlsBuildError;
 pub use failure::HandshakeFailure;
 /// The workers' allocator housekeeping (`server.memory_release_interval`).
-pub use ffi::release_free_memory;
+pub use ffi::{release_free_memory, Allocator};
 pub use ffi::{
     set_client_session, set_max_send_fragment, take_pending_flight, tcp_data_segs_in, tcp_window, TcpWindow,
 };

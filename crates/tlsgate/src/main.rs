@@ -29,11 +29,13 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// mimalloc for Rust and, through its `override` feature, for BoringSSL's C allocations too: the
-/// per-connection churn (the `SSL` object, record buffers, hyper's connection state) costs about
-/// half of what glibc's malloc costs (docs/BENCHMARKS.md, "Allocator").
+/// mimalloc for Rust and, through libmimalloc-sys's `override` feature, for BoringSSL's C
+/// allocations too: the per-connection churn (the `SSL` object, record buffers, hyper's
+/// connection state) costs about half of what glibc's malloc costs (docs/BENCHMARKS.md,
+/// "Allocator"). Asked through `tlsgate_tls::Allocator`, which keeps requests of ordinary
+/// alignment off mimalloc v3's over-allocating aligned path.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tlsgate_tls::Allocator = tlsgate_tls::Allocator;
 
 /// tlsgate: a TLS-terminating reverse proxy built for the lowest handshake cost.
 #[derive(Parser, Debug)]

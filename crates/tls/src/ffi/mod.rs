@@ -6,8 +6,8 @@
 //! their callbacks must uphold BoringSSL invariants (ticket-key callback, session lookup callback),
 //! the socket options socket2 lacks (`TCP_INFO` for the record sizer, TCP Fast Open accounting
 //! and the segment counts tests read, the listeners' `TCP_FASTOPEN`), the strict TLS 1.3 cipher
-//! order, and the one call into the allocator (`mi_collect`: a quiet worker's freed memory back
-//! to the OS).
+//! order, and the calls into the allocator: the process's global allocator over mimalloc
+//! (`alloc`), and `mi_collect` (a quiet worker's freed memory back to the OS).
 //!
 //! It imports nothing from the rest of the crate: where a callback needs a decision (which ticket
 //! key, which cached session), it asks a trait defined here ([`TicketKeys`], [`SessionStore`]),
@@ -21,6 +21,9 @@ use foreign_types::ForeignTypeRef;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+
+mod alloc;
+pub use alloc::Allocator;
 
 /// Sets how long sessions (TLS 1.2 session IDs and tickets, TLS 1.3 tickets) stay resumable.
 pub fn set_session_lifetime(builder: &mut SslContextBuilder, secs: u32) {
