@@ -88,8 +88,8 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     }
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(count);
-    // Whether a Transfer-Encoding came, seen on the way (the framing needs no lookup of it).
-    let mut has_te = false;
+    // What the framing and the connection's reuse depend on, noted on the way (no lookups).
+    let mut seen = Seen::default();
     for &(name_start, name_end, value_start, value_end) in spans.iter() {
         // Names are parsed (`HeaderName` interns the standard ones); values are slices of the head.
         let bytes = &head[name_start..name_end];
@@ -98,11 +98,11 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
             None => HeaderName::from_bytes(bytes).map_err(|_| Error::Field)?,
         };
         let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
-        has_te |= name == TRANSFER_ENCODING;
+        seen.note(&name, value.as_bytes());
         headers.append(name, value);
     }
-    let (body, framing_keep_alive) = framing(status, head_request, has_te, &headers)?;
-    let keep_alive = framing_keep_alive && connection_persists(version, &headers);
+    let (body, framing_keep_alive) = framing(status, head_request, &seen, &headers)?;
+    let keep_alive = framing_keep_alive && persists(version, seen.close, seen.keep_alive);
     Ok(Some(Head {
         status,
         version,
@@ -143,9 +143,50 @@ fn common_name(name: &[u8]) -> Option<HeaderName> {
     (name == canonical || name == lower).then_some(header)
 }
 
+/// What a response's fields said about its framing and its connection, noted as they are
+/// parsed: the framing then looks nothing up in the common case.
+#[derive(Debug, Default)]
+struct Seen {
+    /// A Transfer-Encoding field came.
+    te: bool,
+    /// What the Content-Length fields said, all of them together.
+    length: Length,
+    /// `Connection` named `close` / `keep-alive`.
+    close: bool,
+    keep_alive: bool,
+}
+
+/// The Content-Length fields of a head: the lists of all of them must agree on one number.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Length {
+    #[default]
+    Absent,
+    Is(u64),
+    /// Not a number, or two numbers that differ: an error if the framing comes to it.
+    Invalid,
+}
+
+impl Seen {
+    fn note(&mut self, name: &HeaderName, value: &[u8]) {
+        if *name == CONTENT_LENGTH {
+            for part in value.split(|&b| b == b',') {
+                self.length = match (self.length, parse_decimal(trim(part))) {
+                    (Length::Absent, Some(n)) => Length::Is(n),
+                    (Length::Is(l), Some(n)) if l == n => Length::Is(n),
+                    _ => Length::Invalid,
+                };
+            }
+        } else if *name == CONNECTION {
+            connection_tokens(value, &mut self.close, &mut self.keep_alive);
+        } else if *name == TRANSFER_ENCODING {
+            self.te = true;
+        }
+    }
+}
+
 /// RFC 9112 §6.3: the body's delimitation, and whether it allows the connection to be reused.
-/// `has_te`: `headers` hold a Transfer-Encoding.
-fn framing(status: StatusCode, head_request: bool, has_te: bool, headers: &HeaderMap) -> Result<(Body, bool), Error> {
+/// `headers` are read only for a Transfer-Encoding (`seen.te`).
+fn framing(status: StatusCode, head_request: bool, seen: &Seen, headers: &HeaderMap) -> Result<(Body, bool), Error> {
     if head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -153,47 +194,46 @@ fn framing(status: StatusCode, head_request: bool, has_te: bool, headers: &Heade
     {
         return Ok((Body::Empty, true));
     }
-    if has_te {
+    if seen.te {
         // Chunked only when it is the final coding; anything else runs until close. A response
         // with both `Transfer-Encoding` and `Content-Length` may have been crafted to desync a
         // proxy: read it by `Transfer-Encoding` and close the connection after it (§6.3 item 3).
         let chunked = last_token(headers, TRANSFER_ENCODING).is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
-        let clean = !headers.contains_key(CONTENT_LENGTH);
+        let clean = seen.length == Length::Absent;
         return Ok(if chunked {
             (Body::Chunked, clean)
         } else {
             (Body::UntilClose, false)
         });
     }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let n = parse_decimal(trim(part)).ok_or(Error::ContentLength)?;
-            if length.is_some_and(|l| l != n) {
-                return Err(Error::ContentLength);
-            }
-            length = Some(n);
-        }
-    }
-    Ok(match length {
-        Some(0) => (Body::Empty, true),
-        Some(n) => (Body::Length(n), true),
-        None => (Body::UntilClose, false),
+    Ok(match seen.length {
+        Length::Invalid => return Err(Error::ContentLength),
+        Length::Is(0) => (Body::Empty, true),
+        Length::Is(n) => (Body::Length(n), true),
+        Length::Absent => (Body::UntilClose, false),
     })
 }
 
 /// HTTP/1.1 persists unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`
 /// (RFC 9112 §9.3, the same for requests and responses).
 pub fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
-    let mut close = false;
-    let mut keep_alive = false;
+    let (mut close, mut keep_alive) = (false, false);
     for value in headers.get_all(CONNECTION) {
-        for token in value.as_bytes().split(|&b| b == b',') {
-            let token = trim(token);
-            close |= token.eq_ignore_ascii_case(b"close");
-            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-        }
+        connection_tokens(value.as_bytes(), &mut close, &mut keep_alive);
     }
+    persists(version, close, keep_alive)
+}
+
+/// Notes whether the `Connection` field value `value` names `close` or `keep-alive`.
+fn connection_tokens(value: &[u8], close: &mut bool, keep_alive: &mut bool) {
+    for token in value.split(|&b| b == b',') {
+        let token = trim(token);
+        *close |= token.eq_ignore_ascii_case(b"close");
+        *keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+    }
+}
+
+fn persists(version: Version, close: bool, keep_alive: bool) -> bool {
     !close && (version == Version::HTTP_11 || keep_alive)
 }
 
@@ -386,6 +426,30 @@ mod tests {
     }
 
     #[test]
+    fn every_content_length_field_counts_whatever_its_spelling() {
+        let body = |t: &str| parse_bytes(t.as_bytes(), false).map(|h| h.unwrap().0.body);
+        assert_eq!(
+            body("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX: y\r\ncontent-length: 4\r\n\r\n"),
+            Ok(Body::Length(4))
+        );
+        assert_eq!(
+            body("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nCONTENT-LENGTH: 5\r\n\r\n"),
+            Err(Error::ContentLength)
+        );
+        assert_eq!(
+            body("HTTP/1.1 200 OK\r\nCONTENT-length: 6\r\n\r\n"),
+            Ok(Body::Length(6))
+        );
+        // Not read where the framing does not come to it: no body, or Transfer-Encoding first.
+        assert_eq!(
+            body("HTTP/1.1 204 No Content\r\nContent-Length: x\r\n\r\n"),
+            Ok(Body::Empty)
+        );
+        let (h, _) = ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: x\r\n\r\n");
+        assert_eq!((h.body, h.keep_alive), (Body::Chunked, false));
+    }
+
+    #[test]
     fn persistence_follows_version_and_connection() {
         assert!(
             !ok("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 1\r\n\r\n")
@@ -396,5 +460,10 @@ mod tests {
         let (h, _) = ok("HTTP/1.0 200 OK\r\nConnection: foo, keep-alive\r\nContent-Length: 1\r\n\r\n");
         assert!(h.keep_alive);
         assert_eq!(h.version, Version::HTTP_10);
+        // Every Connection field counts, whatever its spelling.
+        let (h, _) = ok("HTTP/1.1 200 OK\r\nConnection: foo\r\nCONNECTION:  close \r\nContent-Length: 1\r\n\r\n");
+        assert!(!h.keep_alive);
+        let (h, _) = ok("HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\nContent-Length: 1\r\n\r\n");
+        assert!(h.keep_alive);
     }
 }
