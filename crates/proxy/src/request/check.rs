@@ -56,14 +56,6 @@ fn valid_authority(v: &HeaderValue) -> Result<(&str, Cow<'_, str>), ProxyError> 
     Ok((text, host_of(text, "malformed Host")?))
 }
 
-/// What an authority may not carry although it parses: user info, an empty host.
-fn allowed(a: &http::uri::Authority) -> Result<(), ProxyError> {
-    if a.as_str().contains('@') || a.host().is_empty() {
-        return Err(ProxyError::BadRequest("malformed Host"));
-    }
-    Ok(())
-}
-
 /// Checks a request and returns its target, or the error to answer with.
 ///
 /// Each authority is read once: the request target's was parsed with the request (`http`'s
@@ -81,7 +73,9 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
     // (the host routed on, the value forwarded)
     let (host, authority) = match (from_uri, host_header) {
         (Some(uri), host) => {
-            allowed(uri)?;
+            // Split once (no user info, a non-empty host: `host_of`); `http`'s own `host()`
+            // would parse it again.
+            let routed = host_of(uri.as_str(), "malformed authority")?;
             if let (true, Some(host)) = (h2, host) {
                 if !uri.as_str().eq_ignore_ascii_case(valid_authority(host)?.0) {
                     return Err(ProxyError::BadRequest("host differs from :authority"));
@@ -89,7 +83,7 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
             }
             let value =
                 HeaderValue::from_str(uri.as_str()).map_err(|_| ProxyError::BadRequest("malformed authority"))?;
-            (Some(host_of(uri.as_str(), "malformed authority")?), Some(value))
+            (Some(routed), Some(value))
         }
         (None, Some(host)) => (Some(valid_authority(host)?.1), Some(host.clone())),
         (None, None) if req.version() == Version::HTTP_11 || h2 => {
@@ -186,7 +180,11 @@ mod tests {
         );
         assert_eq!(
             err(&req(Version::HTTP_2, "https://u@a.test/", &[])),
-            ProxyError::BadRequest("malformed Host")
+            ProxyError::BadRequest("malformed authority")
+        );
+        assert_eq!(
+            err(&req(Version::HTTP_11, "https://u@a.test/", &[("host", "a.test")])),
+            ProxyError::BadRequest("malformed authority")
         );
         assert_eq!(
             err(&req(Version::HTTP_2, "https://a.test/", &[("host", "a b")])),
