@@ -27,6 +27,28 @@ fn aligned(p: *mut std::ffi::c_void, align: usize) -> bool {
     (p as usize) & (align - 1) == 0
 }
 
+/// A block for `layout` from `plain` (mimalloc's call by size: `mi_malloc` or `mi_zalloc`) when
+/// its alignment is an ordinary one, else from `aligned` (the same call with an alignment).
+#[inline(always)]
+fn block(
+    layout: std::alloc::Layout,
+    plain_call: unsafe extern "C" fn(usize) -> *mut std::ffi::c_void,
+    aligned_call: unsafe extern "C" fn(usize, usize) -> *mut std::ffi::c_void,
+) -> *mut u8 {
+    let (size, align) = (layout.size(), layout.align());
+    if plain(size, align) {
+        // SAFETY: the call takes a size only; the block is checked before it is returned.
+        let p = unsafe { plain_call(size) };
+        if aligned(p, align) {
+            return p.cast();
+        }
+        // SAFETY: `p` came from mimalloc just above and is not used again.
+        unsafe { libmimalloc_sys::mi_free(p) };
+    }
+    // SAFETY: `align` is a power of two (a `Layout`'s), as mimalloc's aligned calls require.
+    unsafe { aligned_call(size, align).cast() }
+}
+
 // SAFETY: every method hands the request to mimalloc, which returns blocks that stay valid until
 // freed and never overlap; a block from the plain calls is used only after its address was
 // checked against the layout's alignment (else it is freed and the aligned call serves the
@@ -36,34 +58,12 @@ fn aligned(p: *mut std::ffi::c_void, align: usize) -> bool {
 unsafe impl std::alloc::GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if plain(size, align) {
-            // SAFETY: `mi_malloc` takes a size only; the block is checked before it is returned.
-            let p = unsafe { libmimalloc_sys::mi_malloc(size) };
-            if aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from `mi_malloc` just above and is not used again.
-            unsafe { libmimalloc_sys::mi_free(p) };
-        }
-        // SAFETY: `align` is a power of two (a `Layout`'s), as `mi_malloc_aligned` requires.
-        unsafe { libmimalloc_sys::mi_malloc_aligned(size, align).cast() }
+        block(layout, libmimalloc_sys::mi_malloc, libmimalloc_sys::mi_malloc_aligned)
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if plain(size, align) {
-            // SAFETY: as in `alloc`.
-            let p = unsafe { libmimalloc_sys::mi_zalloc(size) };
-            if aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from `mi_zalloc` just above and is not used again.
-            unsafe { libmimalloc_sys::mi_free(p) };
-        }
-        // SAFETY: as in `alloc`.
-        unsafe { libmimalloc_sys::mi_zalloc_aligned(size, align).cast() }
+        block(layout, libmimalloc_sys::mi_zalloc, libmimalloc_sys::mi_zalloc_aligned)
     }
 
     #[inline]
