@@ -75,7 +75,9 @@ pub use context::{SessionState, TlsService};
 pub use error::TlsBuildError;
 pub use failure::HandshakeFailure;
 /// The workers' allocator housekeeping (`server.memory_release_interval`).
-pub use ffi::{release_free_memory, Allocator};
+pub use ffi::release_free_memory;
+/// The process's global allocator (mimalloc), named by the binary.
+pub use ffi::Allocator;
 pub use ffi::{
     set_client_session, set_max_send_fragment, take_pending_flight, tcp_data_segs_in, tcp_window, TcpWindow,
 };

@@ -16,8 +16,8 @@ pub struct Allocator;
 /// The alignment mimalloc gives every block of at least this size (`MI_MAX_ALIGN_SIZE`).
 const PLAIN_ALIGN: usize = 16;
 
-/// Whether `layout` is served by the plain calls: the alignment is one mimalloc's blocks of that
-/// size have (checked again on the pointer: see [`aligned`]).
+/// Whether a request of `size` bytes aligned to `align` goes to the plain calls: the alignment
+/// is one mimalloc's blocks of that size have (checked again on the pointer: see [`aligned`]).
 fn plain(size: usize, align: usize) -> bool {
     align <= PLAIN_ALIGN && align <= size
 }
@@ -27,8 +27,9 @@ fn aligned(p: *mut std::ffi::c_void, align: usize) -> bool {
     (p as usize) & (align - 1) == 0
 }
 
-/// A block for `layout` from `plain` (mimalloc's call by size: `mi_malloc` or `mi_zalloc`) when
-/// its alignment is an ordinary one, else from `aligned` (the same call with an alignment).
+/// A block for `layout` from `plain_call` (mimalloc's call by size: `mi_malloc` or `mi_zalloc`)
+/// when its alignment is an ordinary one ([`plain`]), else from `aligned_call` (the same call
+/// with an alignment). A null block (out of memory) passes the alignment check and is returned.
 #[inline(always)]
 fn block(
     layout: std::alloc::Layout,
