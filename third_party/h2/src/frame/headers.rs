@@ -3,7 +3,7 @@ use crate::ext::Protocol;
 use crate::frame::{Error, Frame, Head, Kind};
 use crate::hpack::{self, BytesStr};
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderName};
 use http::{uri, HeaderMap, Method, Request, StatusCode, Uri};
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -77,13 +77,12 @@ pub struct Pseudo {
     pub status: Option<StatusCode>,
 }
 
+/// tlsgate: a header block's pseudo-header fields; the fields themselves are encoded by
+/// reference from their map (`hpack::Encoder::encode_block`).
 #[derive(Debug)]
 pub struct Iter {
     /// Pseudo headers
     pseudo: Option<Pseudo>,
-
-    /// Header fields
-    fields: header::IntoIter<HeaderValue>,
 }
 
 // tlsgate patch: boxed in `Headers` and `PushPromise`. At 272 bytes in place it made every
@@ -751,9 +750,7 @@ impl Iterator for Iter {
 
         self.pseudo = None;
 
-        self.fields
-            .next()
-            .map(|(name, value)| Field { name, value })
+        None
     }
 }
 
@@ -999,12 +996,11 @@ impl HeaderBlock {
     fn into_encoding(self, encoder: &mut hpack::Encoder) -> EncodingHeaderBlock {
         let mut hpack = encoder.take_scratch();
         hpack.clear();
-        let headers = Iter {
+        let pseudo = Iter {
             pseudo: Some(self.pseudo),
-            fields: self.fields.into_iter(),
         };
 
-        encoder.encode(headers, &mut hpack);
+        encoder.encode_block(pseudo, &self.fields, &mut hpack);
 
         EncodingHeaderBlock { hpack }
     }
@@ -1051,6 +1047,7 @@ mod test {
     use super::*;
     use crate::frame;
     use crate::hpack::{huffman, Encoder};
+    use http::HeaderValue;
 
     #[test]
     fn test_nameless_header_at_resume() {

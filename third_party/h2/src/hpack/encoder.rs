@@ -1,8 +1,8 @@
-use super::table::{Index, Table};
+use super::table::{Index, Lookup, Table};
 use super::{huffman, Header};
 
 use bytes::{BufMut, BytesMut};
-use http::header::{HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 const DEFAULT_MAX_ALLOWED_SIZE: usize = 4 * 1024;
 
@@ -18,6 +18,15 @@ pub struct Encoder {
     /// across frames instead of being allocated and freed per frame. See
     /// `take_scratch` / `return_scratch`.
     scratch: BytesMut,
+}
+
+/// tlsgate: how a field's further values refer to its name (`Encoder::encode_block`).
+#[derive(Debug, Copy, Clone)]
+enum NameRef {
+    /// The name (or the whole first field) at this table index.
+    Index(usize),
+    /// The name as a literal.
+    Literal,
 }
 
 #[derive(Debug, Copy, Clone, Eq, PartialEq)]
@@ -153,6 +162,82 @@ impl Encoder {
                         &value,
                         dst,
                     );
+                }
+            }
+        }
+    }
+
+    /// tlsgate: encodes a header block: its pseudo-header fields (`pseudo`, as `encode` does),
+    /// then `fields` by reference, to the same bytes `encode` writes for them. Each field is
+    /// looked up where it lies (`Table::lookup_field`) instead of being moved out of the map,
+    /// through the block iterator and into an `Index`, compared and dropped; only a field the
+    /// table does not hold yet is cloned, for `index` to decide (and perhaps insert). As in
+    /// `encode`, a name's further values are literals that refer to the first one's name.
+    pub fn encode_block<I>(&mut self, pseudo: I, fields: &HeaderMap, dst: &mut BytesMut)
+    where
+        I: IntoIterator<Item = Header<Option<HeaderName>>>,
+    {
+        self.encode(pseudo, dst);
+        let mut last: Option<(&HeaderName, NameRef)> = None;
+        for (name, value) in fields {
+            // The map's iterator yields a name's values one after the other, each with a
+            // reference to the same key: another key is another address.
+            let name_ref = match last {
+                Some((previous, name_ref)) if std::ptr::eq(previous, name) => {
+                    match name_ref {
+                        NameRef::Index(idx) => {
+                            encode_not_indexed(idx, value.as_bytes(), value.is_sensitive(), dst)
+                        }
+                        NameRef::Literal => encode_not_indexed2(
+                            name.as_str().as_bytes(),
+                            value.as_bytes(),
+                            value.is_sensitive(),
+                            dst,
+                        ),
+                    }
+                    name_ref
+                }
+                _ => self.encode_field(name, value, dst),
+            };
+            last = Some((name, name_ref));
+        }
+    }
+
+    /// Encodes one field as `encode` does a named one; returns how a further value of the same
+    /// name refers to its name.
+    fn encode_field(
+        &mut self,
+        name: &HeaderName,
+        value: &HeaderValue,
+        dst: &mut BytesMut,
+    ) -> NameRef {
+        match self.table.lookup_field(name, value) {
+            Lookup::Indexed(idx) => {
+                encode_int(idx, 7, 0x80, dst);
+                NameRef::Index(idx)
+            }
+            Lookup::Name(idx) => {
+                encode_not_indexed(idx, value.as_bytes(), value.is_sensitive(), dst);
+                NameRef::Index(idx)
+            }
+            Lookup::Literal => {
+                encode_not_indexed2(
+                    name.as_str().as_bytes(),
+                    value.as_bytes(),
+                    value.is_sensitive(),
+                    dst,
+                );
+                NameRef::Literal
+            }
+            Lookup::Index => {
+                let index = self.table.index(Header::Field {
+                    name: name.clone(),
+                    value: value.clone(),
+                });
+                self.encode_header(&index, dst);
+                match index {
+                    Index::NotIndexed(_) => NameRef::Literal,
+                    _ => NameRef::Index(self.table.resolve_idx(&index)),
                 }
             }
         }
@@ -771,6 +856,84 @@ mod test {
     #[ignore]
     fn test_evicted_overflow() {
         // Not sure what the best way to do this is.
+    }
+
+    /// tlsgate: `encode_block` (fields by reference) writes the bytes `encode` (fields moved
+    /// through the iterator) writes, block after block on one connection: static and dynamic
+    /// hits, names added with new values, fields never indexed, sensitive and too large
+    /// values, further values of a name, evictions and size updates.
+    #[test]
+    fn encode_block_writes_what_encode_writes() {
+        use http::header::HeaderMap;
+        use http::StatusCode;
+
+        const NAMES: &[&str] = &[
+            "server",
+            "date",
+            "content-type",
+            "content-length",
+            "etag",
+            "set-cookie",
+            "accept-encoding",
+            "vary",
+            "x-request-id",
+            "x-custom",
+            "cache-control",
+            "age",
+        ];
+        const VALUES: &[&str] = &[
+            "gzip, deflate",
+            "nginx",
+            "text/plain",
+            "13",
+            "a",
+            "b",
+            "no-cache",
+        ];
+        // A small deterministic generator (no dev-dependency).
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for max in [4096, 256, 64] {
+            let mut moved = Encoder::new(max, 0);
+            let mut by_ref = Encoder::new(max, 0);
+            for block in 0..500 {
+                if block % 97 == 96 {
+                    let size = [0, 64, 128, 4096][next(4)];
+                    moved.update_max_size(size);
+                    by_ref.update_max_size(size);
+                }
+                let mut fields = HeaderMap::new();
+                for _ in 0..next(10) {
+                    let name = HeaderName::from_static(NAMES[next(NAMES.len())]);
+                    let mut value = match next(8) {
+                        0 => HeaderValue::from_str(&"v".repeat(next(300))).unwrap(),
+                        1 => HeaderValue::from_str(&format!("{}", next(50))).unwrap(),
+                        _ => HeaderValue::from_static(VALUES[next(VALUES.len())]),
+                    };
+                    value.set_sensitive(next(10) == 0);
+                    fields.append(name, value);
+                }
+                let status = StatusCode::from_u16([200, 404, 503][next(3)]).unwrap();
+                let mut a = BytesMut::new();
+                let items = std::iter::once(Header::Status(status)).chain(
+                    fields
+                        .clone()
+                        .into_iter()
+                        .map(|(name, value)| Header::Field { name, value }),
+                );
+                moved.encode(items, &mut a);
+                let mut b = BytesMut::new();
+                by_ref.encode_block(std::iter::once(Header::Status(status)), &fields, &mut b);
+                assert_eq!(a, b, "block {block} (table size {max}): {fields:?}");
+            }
+            assert_eq!(moved.table.len(), by_ref.table.len());
+            assert_eq!(moved.table.size(), by_ref.table.size());
+        }
     }
 
     fn encode(e: &mut Encoder, hdrs: Vec<Header<Option<HeaderName>>>) -> BytesMut {

@@ -83,8 +83,9 @@ impl Header {
     pub fn with_owned_value(self) -> Header {
         match self {
             Header::Field { name, value } => {
-                let mut owned = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
-                    .expect("a valid header value stays valid when copied");
+                let mut owned =
+                    HeaderValue::from_maybe_shared(Bytes::copy_from_slice(value.as_bytes()))
+                        .expect("a valid header value stays valid when copied");
                 owned.set_sensitive(value.is_sensitive());
                 Header::Field { name, value: owned }
             }
@@ -218,25 +219,32 @@ impl Header {
     }
 
     pub fn skip_value_index(&self) -> bool {
-        use http::header;
-
         match *self {
-            Header::Field { ref name, .. } => matches!(
-                *name,
-                header::AGE
-                    | header::AUTHORIZATION
-                    | header::CONTENT_LENGTH
-                    | header::ETAG
-                    | header::IF_MODIFIED_SINCE
-                    | header::IF_NONE_MATCH
-                    | header::LOCATION
-                    | header::COOKIE
-                    | header::SET_COOKIE
-            ),
+            Header::Field { ref name, .. } => skip_field_value_index(name),
             Header::Path(..) => true,
             _ => false,
         }
     }
+}
+
+/// Whether a field of this name is never added to the encoder's dynamic table (its values
+/// rarely repeat, or must not be kept). tlsgate: a function of the name alone, so that the
+/// encoder can ask it of a field it holds by reference (`Table::lookup_field`).
+pub fn skip_field_value_index(name: &HeaderName) -> bool {
+    use http::header;
+
+    matches!(
+        *name,
+        header::AGE
+            | header::AUTHORIZATION
+            | header::CONTENT_LENGTH
+            | header::ETAG
+            | header::IF_MODIFIED_SINCE
+            | header::IF_NONE_MATCH
+            | header::LOCATION
+            | header::COOKIE
+            | header::SET_COOKIE
+    )
 }
 
 // Mostly for tests

@@ -1,7 +1,8 @@
+use super::header::{len, skip_field_value_index, Name};
 use super::Header;
 
 use fnv::FnvHasher;
-use http::header;
+use http::header::{self, HeaderName, HeaderValue};
 use http::method::Method;
 
 use std::collections::VecDeque;
@@ -36,6 +37,19 @@ pub enum Index {
 
     // The header is not indexed by this table
     NotIndexed(Header),
+}
+
+/// tlsgate: `Table::lookup_field`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The whole field is at this index (static or dynamic).
+    Indexed(usize),
+    /// A literal the table does not keep, its name at this static index.
+    Name(usize),
+    /// A literal the table does not keep, name and value.
+    Literal,
+    /// Not found: `Table::index` decides, given the field.
+    Index,
 }
 
 #[derive(Debug)]
@@ -155,6 +169,72 @@ impl Table {
         }
 
         self.index_dynamic(header, statik)
+    }
+
+    /// tlsgate: what `index` would answer for a header field, found from references to its name
+    /// and value, where that answer needs no change to the table: the static table's, a literal
+    /// the table never keeps, or a whole-field match in the dynamic table. `Lookup::Index`: the
+    /// field is not in the table (or only its name is), and `index`, given the field, decides
+    /// (it may insert it). A header block's fields are encoded without moving each out of its
+    /// `HeaderMap` (`Encoder::encode_block`); the decisions are `index`'s, in its order.
+    pub fn lookup_field(&self, name: &HeaderName, value: &HeaderValue) -> Lookup {
+        let statik = index_static_field(name, value);
+        let not_indexed = || match statik {
+            Some((n, true)) => Lookup::Indexed(n),
+            Some((n, false)) => Lookup::Name(n),
+            None => Lookup::Literal,
+        };
+        if skip_field_value_index(name) {
+            return not_indexed();
+        }
+        if let Some((n, true)) = statik {
+            return Lookup::Indexed(n);
+        }
+        if len(name, value) * 4 > self.max_size * 3 {
+            return not_indexed();
+        }
+        if self.indices.is_empty() {
+            return Lookup::Index;
+        }
+        let hash = hash_name(Name::Field(name));
+        let mut probe = desired_pos(self.mask, hash);
+        let mut dist = 0;
+        // `index_dynamic`'s probe, read only: a table that is not empty always has a vacant
+        // position, so the loop ends.
+        probe_loop!(probe < self.indices.len(), {
+            let pos = match self.indices[probe] {
+                Some(pos) if probe_distance(self.mask, pos.hash, probe) >= dist => pos,
+                _ => return Lookup::Index,
+            };
+            if pos.hash == hash {
+                let mut index = pos.index;
+                if let Header::Field {
+                    name: ref found, ..
+                } = self.slots[index.wrapping_add(self.inserted)].header
+                {
+                    if found == name {
+                        // The entries of this name, newest first, as in `index_occupied`.
+                        loop {
+                            let real_idx = index.wrapping_add(self.inserted);
+                            let slot = &self.slots[real_idx];
+                            if let Header::Field {
+                                value: ref found, ..
+                            } = slot.header
+                            {
+                                if found == value {
+                                    return Lookup::Indexed(real_idx + DYN_OFFSET);
+                                }
+                            }
+                            match slot.next {
+                                Some(next) => index = next,
+                                None => return Lookup::Index,
+                            }
+                        }
+                    }
+                }
+            }
+            dist += 1;
+        });
     }
 
     fn index_dynamic(&mut self, header: Header, statik: Option<(usize, bool)>) -> Index {
@@ -661,10 +741,14 @@ fn probe_distance(mask: usize, hash: HashValue, current: usize) -> usize {
 }
 
 fn hash_header(header: &Header) -> HashValue {
+    hash_name(header.name())
+}
+
+fn hash_name(name: Name<'_>) -> HashValue {
     const MASK: u64 = (MAX_SIZE as u64) - 1;
 
     let mut h = FnvHasher::default();
-    header.name().hash(&mut h);
+    name.hash(&mut h);
     HashValue((h.finish() & MASK) as usize)
 }
 
@@ -675,62 +759,7 @@ fn index_static(header: &Header) -> Option<(usize, bool)> {
         Header::Field {
             ref name,
             ref value,
-        } => match *name {
-            header::ACCEPT_CHARSET => Some((15, false)),
-            header::ACCEPT_ENCODING => {
-                if value == "gzip, deflate" {
-                    Some((16, true))
-                } else {
-                    Some((16, false))
-                }
-            }
-            header::ACCEPT_LANGUAGE => Some((17, false)),
-            header::ACCEPT_RANGES => Some((18, false)),
-            header::ACCEPT => Some((19, false)),
-            header::ACCESS_CONTROL_ALLOW_ORIGIN => Some((20, false)),
-            header::AGE => Some((21, false)),
-            header::ALLOW => Some((22, false)),
-            header::AUTHORIZATION => Some((23, false)),
-            header::CACHE_CONTROL => Some((24, false)),
-            header::CONTENT_DISPOSITION => Some((25, false)),
-            header::CONTENT_ENCODING => Some((26, false)),
-            header::CONTENT_LANGUAGE => Some((27, false)),
-            header::CONTENT_LENGTH => Some((28, false)),
-            header::CONTENT_LOCATION => Some((29, false)),
-            header::CONTENT_RANGE => Some((30, false)),
-            header::CONTENT_TYPE => Some((31, false)),
-            header::COOKIE => Some((32, false)),
-            header::DATE => Some((33, false)),
-            header::ETAG => Some((34, false)),
-            header::EXPECT => Some((35, false)),
-            header::EXPIRES => Some((36, false)),
-            header::FROM => Some((37, false)),
-            header::HOST => Some((38, false)),
-            header::IF_MATCH => Some((39, false)),
-            header::IF_MODIFIED_SINCE => Some((40, false)),
-            header::IF_NONE_MATCH => Some((41, false)),
-            header::IF_RANGE => Some((42, false)),
-            header::IF_UNMODIFIED_SINCE => Some((43, false)),
-            header::LAST_MODIFIED => Some((44, false)),
-            header::LINK => Some((45, false)),
-            header::LOCATION => Some((46, false)),
-            header::MAX_FORWARDS => Some((47, false)),
-            header::PROXY_AUTHENTICATE => Some((48, false)),
-            header::PROXY_AUTHORIZATION => Some((49, false)),
-            header::RANGE => Some((50, false)),
-            header::REFERER => Some((51, false)),
-            header::REFRESH => Some((52, false)),
-            header::RETRY_AFTER => Some((53, false)),
-            header::SERVER => Some((54, false)),
-            header::SET_COOKIE => Some((55, false)),
-            header::STRICT_TRANSPORT_SECURITY => Some((56, false)),
-            header::TRANSFER_ENCODING => Some((57, false)),
-            header::USER_AGENT => Some((58, false)),
-            header::VARY => Some((59, false)),
-            header::VIA => Some((60, false)),
-            header::WWW_AUTHENTICATE => Some((61, false)),
-            _ => None,
-        },
+        } => index_static_field(name, value),
         Header::Authority(_) => Some((1, false)),
         Header::Method(ref v) => match *v {
             Method::GET => Some((2, true)),
@@ -758,5 +787,65 @@ fn index_static(header: &Header) -> Option<(usize, bool)> {
             500 => Some((14, true)),
             _ => Some((8, false)),
         },
+    }
+}
+
+/// The static table's answer for a header field (not a pseudo-header): see `index_static`.
+fn index_static_field(name: &HeaderName, value: &HeaderValue) -> Option<(usize, bool)> {
+    match *name {
+        header::ACCEPT_CHARSET => Some((15, false)),
+        header::ACCEPT_ENCODING => {
+            if value == "gzip, deflate" {
+                Some((16, true))
+            } else {
+                Some((16, false))
+            }
+        }
+        header::ACCEPT_LANGUAGE => Some((17, false)),
+        header::ACCEPT_RANGES => Some((18, false)),
+        header::ACCEPT => Some((19, false)),
+        header::ACCESS_CONTROL_ALLOW_ORIGIN => Some((20, false)),
+        header::AGE => Some((21, false)),
+        header::ALLOW => Some((22, false)),
+        header::AUTHORIZATION => Some((23, false)),
+        header::CACHE_CONTROL => Some((24, false)),
+        header::CONTENT_DISPOSITION => Some((25, false)),
+        header::CONTENT_ENCODING => Some((26, false)),
+        header::CONTENT_LANGUAGE => Some((27, false)),
+        header::CONTENT_LENGTH => Some((28, false)),
+        header::CONTENT_LOCATION => Some((29, false)),
+        header::CONTENT_RANGE => Some((30, false)),
+        header::CONTENT_TYPE => Some((31, false)),
+        header::COOKIE => Some((32, false)),
+        header::DATE => Some((33, false)),
+        header::ETAG => Some((34, false)),
+        header::EXPECT => Some((35, false)),
+        header::EXPIRES => Some((36, false)),
+        header::FROM => Some((37, false)),
+        header::HOST => Some((38, false)),
+        header::IF_MATCH => Some((39, false)),
+        header::IF_MODIFIED_SINCE => Some((40, false)),
+        header::IF_NONE_MATCH => Some((41, false)),
+        header::IF_RANGE => Some((42, false)),
+        header::IF_UNMODIFIED_SINCE => Some((43, false)),
+        header::LAST_MODIFIED => Some((44, false)),
+        header::LINK => Some((45, false)),
+        header::LOCATION => Some((46, false)),
+        header::MAX_FORWARDS => Some((47, false)),
+        header::PROXY_AUTHENTICATE => Some((48, false)),
+        header::PROXY_AUTHORIZATION => Some((49, false)),
+        header::RANGE => Some((50, false)),
+        header::REFERER => Some((51, false)),
+        header::REFRESH => Some((52, false)),
+        header::RETRY_AFTER => Some((53, false)),
+        header::SERVER => Some((54, false)),
+        header::SET_COOKIE => Some((55, false)),
+        header::STRICT_TRANSPORT_SECURITY => Some((56, false)),
+        header::TRANSFER_ENCODING => Some((57, false)),
+        header::USER_AGENT => Some((58, false)),
+        header::VARY => Some((59, false)),
+        header::VIA => Some((60, false)),
+        header::WWW_AUTHENTICATE => Some((61, false)),
+        _ => None,
     }
 }
