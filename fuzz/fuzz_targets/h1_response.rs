@@ -6,7 +6,8 @@
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use tlsgate_h1::chunked::{Chunk, Decoder};
-use tlsgate_h1::response::{parse, Body};
+use tlsgate_h1::fields::{HOP_BY_HOP, PROXY_AUTH};
+use tlsgate_h1::response::{parse, Body, HopByHop};
 
 /// Status, framing, the decoded chunked data and whether its end was seen; `None`: an error or
 /// an unfinished head. The bytes arrive in two reads, split at `split`.
@@ -29,6 +30,16 @@ fn run(data: &[u8], split: usize) -> Option<(u16, Body, Vec<u8>, bool)> {
             }
         }
     };
+    // The connection-specific fields noted while parsing are the ones there: none but
+    // `Connection` unless `Others` says so.
+    let (hop_by_hop, proxy_auth) = (HOP_BY_HOP, PROXY_AUTH);
+    let present = |name| head.headers.contains_key(name);
+    let others = hop_by_hop[1..].iter().chain(&proxy_auth).any(present);
+    match head.hop_by_hop {
+        HopByHop::None => assert!(!others && !present(&hop_by_hop[0])),
+        HopByHop::Connection => assert!(!others && present(&hop_by_hop[0])),
+        HopByHop::Others => {}
+    }
     let status = head.status.as_u16();
     if head.body != Body::Chunked {
         return Some((status, head.body, Vec::new(), false));

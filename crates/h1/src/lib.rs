@@ -16,6 +16,7 @@
 
 pub mod chunked;
 pub mod error;
+pub mod fields;
 pub mod request;
 pub mod response;
 

@@ -42,6 +42,22 @@ pub struct Head {
     pub body: Body,
     /// Whether the connection can carry another request after this response's body.
     pub keep_alive: bool,
+    /// Which of the fields a proxy does not forward ([`crate::fields`]) `headers` holds.
+    pub hop_by_hop: HopByHop,
+}
+
+/// The connection-specific fields of a response head, noted while it was parsed, so that a
+/// proxy removes them without looking for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopByHop {
+    /// None of them.
+    None,
+    /// `Connection` fields naming nothing but `close` and `keep-alive` (what nearly every origin
+    /// sends), and no other such field.
+    Connection,
+    /// Others: any of [`crate::fields::HOP_BY_HOP`] but `Connection`, a proxy authentication
+    /// field, or a `Connection` field naming another field.
+    Others,
 }
 
 /// Parses a response head from the start of `buf`. `Ok(None)`: not all of it has arrived yet
@@ -95,7 +111,12 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
         let bytes = &head[name_start..name_end];
         let name = match common_name(bytes) {
             Some(name) => name,
-            None => HeaderName::from_bytes(bytes).map_err(|_| Error::Field)?,
+            None => {
+                let name = HeaderName::from_bytes(bytes).map_err(|_| Error::Field)?;
+                // The common names that are hop-by-hop are noted by `Seen::note`.
+                seen.others |= crate::fields::is_hop_by_hop(&name);
+                name
+            }
         };
         let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)).map_err(|_| Error::Field)?;
         seen.note(&name, value.as_bytes());
@@ -103,12 +124,20 @@ pub fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Err
     }
     let (body, framing_keep_alive) = framing(status, head_request, &seen, &headers)?;
     let keep_alive = framing_keep_alive && persists(version, seen.close, seen.keep_alive);
+    let hop_by_hop = if seen.others {
+        HopByHop::Others
+    } else if seen.connection {
+        HopByHop::Connection
+    } else {
+        HopByHop::None
+    };
     Ok(Some(Head {
         status,
         version,
         headers,
         body,
         keep_alive,
+        hop_by_hop,
     }))
 }
 
@@ -154,6 +183,10 @@ struct Seen {
     /// `Connection` named `close` / `keep-alive`.
     close: bool,
     keep_alive: bool,
+    /// A `Connection` field came.
+    connection: bool,
+    /// Another field a proxy does not forward came, or `Connection` named another field.
+    others: bool,
 }
 
 /// The Content-Length fields of a head: the lists of all of them must agree on one number.
@@ -177,9 +210,11 @@ impl Seen {
                 };
             }
         } else if *name == CONNECTION {
-            connection_tokens(value, &mut self.close, &mut self.keep_alive);
+            self.connection = true;
+            self.others |= connection_tokens(value, &mut self.close, &mut self.keep_alive);
         } else if *name == TRANSFER_ENCODING {
             self.te = true;
+            self.others = true;
         }
     }
 }
@@ -224,13 +259,21 @@ pub fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
     persists(version, close, keep_alive)
 }
 
-/// Notes whether the `Connection` field value `value` names `close` or `keep-alive`.
-fn connection_tokens(value: &[u8], close: &mut bool, keep_alive: &mut bool) {
+/// Notes whether the `Connection` field value `value` names `close` or `keep-alive`; true if it
+/// names anything else too.
+fn connection_tokens(value: &[u8], close: &mut bool, keep_alive: &mut bool) -> bool {
+    let mut others = false;
     for token in value.split(|&b| b == b',') {
         let token = trim(token);
-        *close |= token.eq_ignore_ascii_case(b"close");
-        *keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+        if token.eq_ignore_ascii_case(b"close") {
+            *close = true;
+        } else if token.eq_ignore_ascii_case(b"keep-alive") {
+            *keep_alive = true;
+        } else {
+            others |= !token.is_empty();
+        }
     }
+    others
 }
 
 fn persists(version: Version, close: bool, keep_alive: bool) -> bool {
@@ -297,6 +340,32 @@ mod tests {
         assert_eq!(h.headers["server"], "nginx");
         assert_eq!(h.headers.get_all("x-a").iter().collect::<Vec<_>>(), ["1", "2"]);
         assert_eq!(&rest[..], b"hello");
+    }
+
+    #[test]
+    fn the_fields_a_proxy_does_not_forward_are_noted() {
+        let hop = |fields: &str| {
+            ok(&format!("HTTP/1.1 200 OK\r\n{fields}Content-Length: 0\r\n\r\n"))
+                .0
+                .hop_by_hop
+        };
+        assert_eq!(hop("Server: x\r\n"), HopByHop::None);
+        assert_eq!(hop("Connection: keep-alive\r\n"), HopByHop::Connection);
+        assert_eq!(
+            hop("connection: Keep-Alive\r\nConnection: close , \r\n"),
+            HopByHop::Connection
+        );
+        assert_eq!(hop("Connection: keep-alive, x-private\r\n"), HopByHop::Others);
+        assert_eq!(
+            hop("Keep-Alive: timeout=5\r\nConnection: keep-alive\r\n"),
+            HopByHop::Others
+        );
+        assert_eq!(hop("Upgrade: h2c\r\n"), HopByHop::Others);
+        assert_eq!(hop("Proxy-Authenticate: Basic\r\n"), HopByHop::Others);
+        assert_eq!(hop("TE: trailers\r\n"), HopByHop::Others);
+        assert_eq!(hop("CONNECTION: keep-alive\r\n"), HopByHop::Others);
+        let (h, _) = ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(h.hop_by_hop, HopByHop::Others);
     }
 
     #[test]

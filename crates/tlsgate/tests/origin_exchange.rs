@@ -1,7 +1,8 @@
 //! The HTTP/1.1 exchange with origins (proxy upstream/exchange.rs on tlsgate-h1), end to end:
 //! request trailers from an HTTP/2 client reach an HTTP/1.1 origin in a chunked body, and an
 //! idle connection the origin closed is never used for the next request, even one that could
-//! not be retried, and a streamed request body reaches the origin piece by piece.
+//! not be retried, and a streamed request body reaches the origin piece by piece; the fields of
+//! an origin's response that belong to its connection never reach the client.
 
 mod common;
 mod websocket_env;
@@ -206,4 +207,108 @@ fn a_streamed_request_body_reaches_the_origin_piece_by_piece() {
     let seen = origin.join().unwrap().to_ascii_lowercase();
     assert!(seen.contains("transfer-encoding: chunked\r\n"), "{seen}");
     assert!(seen.ends_with("event one\n\r\na\r\nevent two\n\r\n0\r\n\r\n"), "{seen}");
+}
+
+/// An origin that answers every request on a keep-alive connection with `answer(path)` (a whole
+/// response, `Content-Length` framed).
+fn scripted_origin(answer: fn(&str) -> String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(mut tcp) = tcp else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // Bodiless requests, one at a time.
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                        if tcp.write_all(answer(&path).as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                    match tcp.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The HTTP/1.1 exchange's parser notes the connection-specific fields of a response head and
+/// the gateway removes them (issue 25: without looking for each). Whatever the origin sends —
+/// `Connection` alone, `Connection` naming one of its own fields, `Keep-Alive`, `Upgrade` on a
+/// 200, `Proxy-Authenticate` — none of it reaches an HTTP/1.1 client or an HTTP/2 client (whose
+/// stream would fail on a connection-specific field), and the other fields all do.
+#[test]
+fn the_connection_fields_of_an_origin_s_response_never_reach_the_client() {
+    let origin = scripted_origin(|path| {
+        let fields = match path {
+            "/plain" => "Connection: keep-alive\r\n",
+            "/lower" => "connection: Keep-Alive\r\n",
+            "/named" => "Connection: keep-alive, X-Private\r\nX-Private: secret\r\n",
+            "/others" => {
+                "Keep-Alive: timeout=5\r\nUpgrade: h2c\r\nProxy-Authenticate: Basic\r\nProxy-Connection: keep-alive\r\n"
+            }
+            _ => "",
+        };
+        format!("HTTP/1.1 200 OK\r\nX-Kept: 1\r\n{fields}Content-Length: 2\r\nX-Kept-Too: 2\r\n\r\nok")
+    });
+    let f = gateway_to("scripted", origin);
+    let paths = ["/none", "/plain", "/lower", "/named", "/others"];
+    let dropped = [
+        "connection",
+        "x-private",
+        "keep-alive",
+        "upgrade",
+        "proxy-authenticate",
+        "proxy-connection",
+    ];
+
+    let mut session = f.tls_session();
+    for path in paths {
+        let text = session.get(path, "\r\n\r\nok").to_ascii_lowercase();
+        assert!(text.starts_with("http/1.1 200"), "{path}: {text}");
+        assert!(
+            text.contains("\r\nx-kept: 1\r\n") && text.contains("\r\nx-kept-too: 2\r\n"),
+            "{path}: {text}"
+        );
+        for name in dropped {
+            assert!(
+                !text.contains(&format!("\r\n{name}:")),
+                "{path}: {name} forwarded: {text}"
+            );
+        }
+    }
+
+    let (port, ca) = (f.https, f.pki.ca_file());
+    runtime().block_on(async {
+        let mut client = h2_connect(port, &ca).await;
+        for path in paths {
+            client = client.ready().await.unwrap();
+            let req = http::Request::get(format!("https://localhost:{port}{path}"))
+                .body(())
+                .unwrap();
+            let (resp, _) = client.send_request(req, true).unwrap();
+            let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(resp.status(), 200, "{path}");
+            let headers = resp.headers();
+            assert!(
+                headers.contains_key("x-kept") && headers.contains_key("x-kept-too"),
+                "{path}: {headers:?}"
+            );
+            for name in dropped {
+                assert!(!headers.contains_key(name), "{path}: {name} forwarded: {headers:?}");
+            }
+        }
+    });
 }

@@ -27,7 +27,7 @@ use tlsgate_error::{Classify, Side};
 use tlsgate_h1::chunked::{Chunk, Decoder};
 pub use tlsgate_h1::request::RequestHead;
 use tlsgate_h1::request::{self as wire_request, CHUNK_END};
-use tlsgate_h1::response::{self as wire_response, Head};
+use tlsgate_h1::response::{self as wire_response, Head, HopByHop};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_util::io::poll_read_buf;
 
@@ -393,10 +393,20 @@ impl<T: AsyncRead + AsyncWrite + Unpin> H1Conn<T> {
         let Head {
             status,
             version,
-            headers,
+            mut headers,
             body,
+            hop_by_hop,
             ..
         } = head;
+        // What is not forwarded, as the parser found it (an HTTP/1.1 exchange's response is never
+        // a 101: upgrades go through hyper's client): usually a `Connection: keep-alive` alone.
+        match hop_by_hop {
+            HopByHop::None => {}
+            HopByHop::Connection => {
+                headers.remove(http::header::CONNECTION);
+            }
+            HopByHop::Others => crate::upstream::forwarding::strip_hop_by_hop(&mut headers),
+        }
         let state = match body {
             wire_response::Body::Empty => State::Length(0),
             wire_response::Body::Length(n) => State::Length(n),

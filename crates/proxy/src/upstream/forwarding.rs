@@ -12,17 +12,9 @@ use crate::request::router::Edits;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::net::IpAddr;
 use tlsgate_config::ForwardedHeaders;
-
-/// Headers that describe one hop and are never forwarded (RFC 9110 §7.6.1). `Trailer` is not
-/// one of them: it announces the trailer fields of the message and travels with it.
-const HOP_BY_HOP: [HeaderName; 6] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
+// The hop-by-hop fields (RFC 9110 §7.6.1; `Trailer` is not one of them: it announces the trailer
+// fields of the message and travels with it) and the proxy authentication fields.
+use tlsgate_h1::fields::{HOP_BY_HOP, PROXY_AUTH};
 
 // Header names as `HeaderName` constants: looking a header up by `&str` parses the name on
 // every call (measured: `parse_hdr` and friends were ~2 % of a proxied request).
@@ -31,10 +23,6 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-const PROXY_AUTHENTICATE: HeaderName = HeaderName::from_static("proxy-authenticate");
-const PROXY_AUTHORIZATION: HeaderName = HeaderName::from_static("proxy-authorization");
-
-const PROXY_AUTH: [HeaderName; 2] = [PROXY_AUTHENTICATE, PROXY_AUTHORIZATION];
 
 /// Forwarding headers a client could forge.
 const FORWARDING: [HeaderName; 5] = [

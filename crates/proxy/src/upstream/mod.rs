@@ -40,7 +40,7 @@ use bytes::Bytes;
 use connect::ConnectError;
 use http::{header, Request, Response};
 use http_body_util::BodyExt;
-use pool::{OriginPool, SendError};
+use pool::{OriginBody, OriginPool, SendError};
 use replay::Replay;
 use retry::{Failure, RequestKind, RetryBudget, RetryPolicy, RetryToken};
 use server::{InFlight, Marked, UpstreamServer};
@@ -78,7 +78,8 @@ pub struct UpstreamGroup {
     epoch: Instant,
 }
 
-/// Marks a response that came from an origin (not made by the gateway), in its extensions.
+/// Marks a response to a HEAD request that came from an origin (not made by the gateway), in
+/// its extensions; responses to other methods are not marked.
 #[derive(Debug, Clone, Copy)]
 pub struct FromOrigin;
 
@@ -344,8 +345,16 @@ impl UpstreamGroup {
                     // The protocol switched to, before hop-by-hop removal takes `Upgrade`.
                     let switched_to = resp.headers().get(header::UPGRADE).cloned();
                     let (mut rparts, rbody) = resp.into_parts();
-                    strip_hop_by_hop(&mut rparts.headers);
-                    rparts.extensions.insert(FromOrigin);
+                    // The HTTP/1.1 exchange's responses come without them already (its parser
+                    // noted them: `H1Conn::response`).
+                    if !matches!(rbody, OriginBody::H1 { .. }) {
+                        strip_hop_by_hop(&mut rparts.headers);
+                    }
+                    if parts.method == http::Method::HEAD {
+                        // Only a HEAD response's handling asks (`service::handle`): an extension
+                        // map costs an allocation per response.
+                        rparts.extensions.insert(FromOrigin);
+                    }
                     if let (Some(origin), Some(u)) = (origin_side, upgrade.take()) {
                         let resp = Response::from_parts(rparts, full(Bytes::new()));
                         drop(in_flight);
