@@ -23,12 +23,14 @@ pub mod origin;
 pub mod process;
 pub mod python;
 pub mod raw_origin;
+pub mod scripted;
 pub mod stores;
 
 pub use balancer::RoundRobin;
 pub use origin::Origin;
 pub use process::{run, GatewayProcess, Output, StartError};
 pub use raw_origin::RawOrigin;
+pub use scripted::scripted_origin;
 pub use stores::StoreProcess;
 
 use std::net::TcpListener;

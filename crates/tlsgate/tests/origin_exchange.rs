@@ -209,38 +209,6 @@ fn a_streamed_request_body_reaches_the_origin_piece_by_piece() {
     assert!(seen.ends_with("event one\n\r\na\r\nevent two\n\r\n0\r\n\r\n"), "{seen}");
 }
 
-/// An origin that answers every request on a keep-alive connection with `answer(path)` (a whole
-/// response, `Content-Length` framed).
-fn scripted_origin(answer: fn(&str) -> String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for tcp in listener.incoming() {
-            let Ok(mut tcp) = tcp else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    // Bodiless requests, one at a time.
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                        buf.drain(..end + 4);
-                        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                        if tcp.write_all(answer(&path).as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                    match tcp.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// The HTTP/1.1 exchange's parser notes the connection-specific fields of a response head and
 /// the gateway removes them (issue 25: without looking for each). Whatever the origin sends —
 /// `Connection` alone, `Connection` naming one of its own fields, `Keep-Alive`, `Upgrade` on a
@@ -248,7 +216,7 @@ fn scripted_origin(answer: fn(&str) -> String) -> String {
 /// stream would fail on a connection-specific field), and the other fields all do.
 #[test]
 fn the_connection_fields_of_an_origin_s_response_never_reach_the_client() {
-    let origin = scripted_origin(|path| {
+    let origin = tlsgate_testkit::scripted_origin(|path, tcp| {
         let fields = match path {
             "/plain" => "Connection: keep-alive\r\n",
             "/lower" => "connection: Keep-Alive\r\n",
@@ -258,7 +226,8 @@ fn the_connection_fields_of_an_origin_s_response_never_reach_the_client() {
             }
             _ => "",
         };
-        format!("HTTP/1.1 200 OK\r\nX-Kept: 1\r\n{fields}Content-Length: 2\r\nX-Kept-Too: 2\r\n\r\nok")
+        let response = format!("HTTP/1.1 200 OK\r\nX-Kept: 1\r\n{fields}Content-Length: 2\r\nX-Kept-Too: 2\r\n\r\nok");
+        tlsgate_testkit::scripted::write_all(tcp, &response)
     });
     let f = gateway_to("scripted", origin);
     let paths = ["/none", "/plain", "/lower", "/named", "/others"];
