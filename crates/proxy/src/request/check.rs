@@ -91,6 +91,22 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
         }
         (None, None) => (None, None),
     };
+    // An HTTP/2 request has no Transfer-Encoding: `h2` refuses one as malformed (RFC 9113
+    // §8.2.2) before the request exists, so only other versions are looked at.
+    if !h2 {
+        transfer_coding(req)?;
+    }
+    let path = normalize(req.uri().path()).map_err(|_| ProxyError::BadRequest("malformed path"))?;
+    Ok(Target {
+        authority,
+        host,
+        path,
+        query: req.uri().query(),
+    })
+}
+
+/// Refuses a Transfer-Encoding with a Content-Length, or with a coding other than `chunked`.
+fn transfer_coding<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let mut te = req.headers().get_all(header::TRANSFER_ENCODING).iter().peekable();
     if te.peek().is_some() && req.headers().contains_key(header::CONTENT_LENGTH) {
         // RFC 9112 §6.3: the classic smuggling shape; refusing is the safe reading.
@@ -102,13 +118,7 @@ pub fn inspect<B>(req: &Request<B>) -> Result<Target<'_>, ProxyError> {
             return Err(ProxyError::UnsupportedTransferCoding);
         }
     }
-    let path = normalize(req.uri().path()).map_err(|_| ProxyError::BadRequest("malformed path"))?;
-    Ok(Target {
-        authority,
-        host,
-        path,
-        query: req.uri().query(),
-    })
+    Ok(())
 }
 
 #[cfg(test)]
