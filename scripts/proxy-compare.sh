@@ -15,6 +15,8 @@
 #   h1_13 h1_1k     HTTP/1.1 keep-alive, 13 B / 1 KiB      wrk -t1 -c32
 #   h1_100k h1_1m   HTTP/1.1 keep-alive, 100 KiB / 1 MiB   wrk -t1 -c8 (figure: MiB per CPU-s)
 #   h2_13 h2_1k     HTTP/2, 16 connections x 10 streams    h2load -t1 -c16 -m10 -D
+#   h2_100k h2_1m   HTTP/2, 100 KiB (8 x 4 streams) / 1 MiB (8 x 2)   h2load -t1 -c8 -m4 / -m2
+#                   (figure: MiB per CPU-s)
 #   close           a new TLS connection per request, 13 B wrk -t1 -c16 -H 'Connection: close'
 #   lat             one connection, back to back, 13 B     wrk -t1 -c1 --latency (p50, p99)
 #   rate            a fixed rate below saturation (RATE req/s, default 10000) over 16 keep-alive
@@ -102,6 +104,8 @@ ALL_CELLS=(
   "h1_1m|HTTP/1.1 keep-alive, 1 MiB|wrk|/1m|1048576|-t1 -c8|m|get"
   "h2_13|HTTP/2, 16 conn × 10 streams, 13 B|h2|/13b|13|-t1 -c16 -m10|r|get"
   "h2_1k|HTTP/2, 16 conn × 10 streams, 1 KiB|h2|/1k|1024|-t1 -c16 -m10|r|get"
+  "h2_100k|HTTP/2, 8 conn × 4 streams, 100 KiB|h2|/100k|102400|-t1 -c8 -m4|m|get"
+  "h2_1m|HTTP/2, 8 conn × 2 streams, 1 MiB|h2|/1m|1048576|-t1 -c8 -m2|m|get"
   "close|New TLS connection per request, 13 B|wrk|/13b|13|-t1 -c16 -H Connection:close|r|get"
   "lat|One connection, back to back, 13 B|wrk|/13b|13|-t1 -c1|r|get"
   "rate|Fixed rate, $RATE req/s over 16 connections, 13 B|ratelat|/13b|13|-c 16 -rate $RATE|r|get"

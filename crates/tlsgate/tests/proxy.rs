@@ -441,6 +441,57 @@ fn request_bodies_stream_to_the_origin() {
     }
 }
 
+/// Large HTTP/2 responses over TLS: each DATA frame's head is sealed as a record of its own and
+/// held below TLS to leave with the payload's first record in one system call
+/// (`downstream::records`, the vendored `h2`'s chained write). A held record lost, sent twice or
+/// out of order breaks the TLS stream (curl fails), a byte lost shortens the body: three at once
+/// on one connection, and one to a client reading slowly (writes that find the socket full with
+/// a record held).
+#[test]
+fn large_http2_responses_arrive_whole_with_their_frame_heads_held() {
+    let origin = Origin::start("bytes");
+    let routes = [
+        upstream_route(None, "/", "bytes"),
+        upstream("bytes", &[origin.addr()], ""),
+    ]
+    .concat();
+    let f = common::start("", &routes);
+    let sizes = [3_000_000, 100_000, 1_234_567];
+    let urls: Vec<String> = sizes[..2]
+        .iter()
+        .map(|n| format!("https://localhost:{}/bytes?n={n}", f.https))
+        .collect();
+    let mut args = vec![
+        "--http2",
+        "--parallel",
+        "--parallel-immediate",
+        "-w",
+        "%{http_version} %{size_download}\n",
+    ];
+    args.extend(["-o", "/dev/null"].repeat(3));
+    args.extend(urls.iter().map(String::as_str));
+    let out = f.curl(&args, &format!("/bytes?n={}", sizes[2]));
+    assert_eq!(out.status, Some(0), "{}", out.all());
+    let mut got: Vec<&str> = out.stdout.lines().collect();
+    got.sort_unstable();
+    let mut want: Vec<String> = sizes.iter().map(|n| format!("2 {n}")).collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "{}", out.all());
+    let slow = f.curl(
+        &[
+            "--http2",
+            "--limit-rate",
+            "2M",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version} %{size_download}",
+        ],
+        "/bytes?n=3000000",
+    );
+    assert_eq!(slow.stdout, "2 3000000", "{}", slow.all());
+}
+
 #[test]
 fn response_bodies_stream_to_the_client() {
     let origin = Origin::start("streamer");

@@ -221,6 +221,8 @@ pin_project! {
         streaming: Streaming,
         // The caller's current write continues right after this one (`more_follows`).
         more: bool,
+        // What is written next is held for the write that follows it (`hold_next`).
+        hold_next: bool,
     }
 
     impl<S> PinnedDrop for MeteredStream<S> {
@@ -256,6 +258,7 @@ impl<S> MeteredStream<S> {
             owed: false,
             streaming: Streaming::No,
             more: false,
+            hold_next: false,
         }
     }
 
@@ -274,6 +277,14 @@ impl<S> MeteredStream<S> {
     /// for the last piece, which sends what was kept back.
     pub fn more_follows(&mut self, more: bool) {
         self.more = more;
+    }
+
+    /// Whether what is written next is held (up to [`HOLD_MAX`]) to go out in one system call
+    /// with the write that follows it: the record of an HTTP/2 frame's head, sealed apart from
+    /// the payload written right after it. The caller clears it after that write; a flush, a
+    /// read that reaches the socket or the shutdown sends held bytes too.
+    pub fn hold_next(&mut self, hold: bool) {
+        self.hold_next = hold;
     }
 
     /// The wrapped stream.
@@ -410,7 +421,7 @@ fn send_held<S: SendMore>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, l
             break;
         }
         let res = if last {
-            this.inner.as_mut().poll_send_more(cx, bytes)
+            this.inner.as_mut().poll_send_more(cx, &[io::IoSlice::new(bytes)])
         } else {
             this.inner.as_mut().poll_write(cx, bytes)
         };
@@ -425,33 +436,57 @@ fn send_held<S: SendMore>(this: &mut MeteredProj<'_, S>, cx: &mut Context<'_>, l
     Poll::Ready(Ok(()))
 }
 
-/// A write of `len` bytes (`put` copies them) and the held ones. When the last response has
-/// ended, or bytes are held from before (the session tickets), and all fit in [`HOLD_MAX`], the
-/// write joins them: kept for the close in the first case, sent together in one write in the
-/// second — taken either way (`Some`), whether or not all went out now (what is left goes with
-/// the flush that follows a write). Otherwise the held bytes go first (`None`: the write itself
-/// goes to the socket).
+/// A write of `bufs` and the held bytes. Kept (copied to the held bytes, `Some`: all taken)
+/// when the last response has ended (for the close) or the caller asked for it
+/// ([`MeteredStream::hold_next`]), if all fit in [`HOLD_MAX`]. Otherwise, with bytes held from
+/// before (a frame head's record, the session tickets), both go in one vectored write (`Some`:
+/// how much of `bufs` went; what is held is always sent first). `None`: nothing is held, the
+/// write itself goes to the socket.
 fn write_with_held<S: SendMore>(
     this: &mut MeteredProj<'_, S>,
     cx: &mut Context<'_>,
-    len: usize,
-    put: impl FnOnce(&mut BytesMut),
+    bufs: &[io::IoSlice<'_>],
 ) -> Poll<io::Result<Option<usize>>> {
-    let closing = this.activity.holds_writes();
-    let have = this.held.as_ref().map(|h| h.len());
-    if (closing || have.is_some()) && have.unwrap_or(0) + len <= HOLD_MAX {
-        put(this.held.get_or_insert_with(|| BytesMut::with_capacity(len.max(512))));
+    let len: usize = bufs.iter().map(|b| b.len()).sum();
+    let have = this.held.as_ref().map_or(0, |h| h.len());
+    if (*this.hold_next || this.activity.holds_writes()) && have + len <= HOLD_MAX {
+        let held = this.held.get_or_insert_with(|| BytesMut::with_capacity(len.max(512)));
+        bufs.iter().for_each(|b| held.extend_from_slice(b));
         *this.owed = true;
-        if closing {
-            return Poll::Ready(Ok(Some(len)));
-        }
-        return match send_held(this, cx, false) {
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Ready(Ok(())) | Poll::Pending => Poll::Ready(Ok(Some(len))),
-        };
+        return Poll::Ready(Ok(Some(len)));
     }
-    std::task::ready!(send_held(this, cx, false))?;
-    Poll::Ready(Ok(None))
+    loop {
+        let Some(held) = this.held.as_mut().filter(|h| !h.is_empty()) else {
+            *this.held = None;
+            *this.owed = false;
+            return Poll::Ready(Ok(None));
+        };
+        let have = held.len();
+        let mut slices = [io::IoSlice::new(&[]); 4];
+        slices[0] = io::IoSlice::new(held);
+        let count = 1 + bufs.len().min(3);
+        slices[1..count].copy_from_slice(&bufs[..count - 1]);
+        let res = if *this.more {
+            this.inner.as_mut().poll_send_more(cx, &slices[..count])
+        } else {
+            this.inner.as_mut().poll_write_vectored(cx, &slices[..count])
+        };
+        account_write(&res, this.written, this.activity);
+        match std::task::ready!(res) {
+            Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            // Only some of the held bytes went: the rest first, again (the socket is most
+            // likely full now, and the next try waits for it).
+            Ok(n) if n < have => held.advance(n),
+            Ok(n) => {
+                *this.held = None;
+                *this.owed = false;
+                if n > have {
+                    return Poll::Ready(Ok(Some(n - have)));
+                }
+            }
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
 }
 
 /// A stream that can send bytes with more to follow at once (`MSG_MORE`: the kernel keeps a
@@ -459,23 +494,23 @@ fn write_with_held<S: SendMore>(
 /// close leaves in their segment, and all but the last record of a large write.
 pub trait SendMore: AsyncWrite {
     /// Sends some of `buf`; more follows without waiting for anything.
-    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>>;
 }
 
 impl SendMore for tokio::net::TcpStream {
-    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        crate::send_more::poll_send_more(&self, cx, &[io::IoSlice::new(buf)])
+    fn poll_send_more(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        crate::send_more::poll_send_more(&self, cx, bufs)
     }
 }
 
 impl<S: SendMore> AsyncWrite for MeteredStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let mut this = self.project();
-        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, buf.len(), |h| h.extend_from_slice(buf)))? {
+        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, &[io::IoSlice::new(buf)]))? {
             return Poll::Ready(Ok(n));
         }
         let res = if *this.more {
-            this.inner.poll_send_more(cx, buf)
+            this.inner.poll_send_more(cx, &[io::IoSlice::new(buf)])
         } else {
             this.inner.poll_write(cx, buf)
         };
@@ -489,9 +524,7 @@ impl<S: SendMore> AsyncWrite for MeteredStream<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let mut this = self.project();
-        let len = bufs.iter().map(|b| b.len()).sum();
-        let put = |h: &mut BytesMut| bufs.iter().for_each(|b| h.extend_from_slice(b));
-        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, len, put))? {
+        if let Some(n) = std::task::ready!(write_with_held(&mut this, cx, bufs))? {
             return Poll::Ready(Ok(n));
         }
         let res = this.inner.poll_write_vectored(cx, bufs);

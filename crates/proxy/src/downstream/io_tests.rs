@@ -121,6 +121,39 @@ async fn tickets_go_before_the_connection_waits_for_the_client() {
     assert_eq!(&got, b"GET");
 }
 
+#[tokio::test]
+async fn a_write_held_for_the_next_one_leaves_with_it() {
+    let (mut server, _activity, mut client) = pair().await;
+    server.hold_next(true);
+    server.write_all(b"frame head;").await.unwrap();
+    server.hold_next(false);
+    assert_eq!(arrived(&mut client).await, b"", "the held write went out alone");
+    // Larger than the hold: sent at once, behind the held bytes, in one vectored write.
+    let payload = vec![b'x'; HOLD_MAX + 1];
+    let n = poll_fn(|cx| Pin::new(&mut server).poll_write(cx, &payload))
+        .await
+        .unwrap();
+    assert!(n > 0, "the write behind the held bytes was not taken");
+    server.write_all(&payload[n..]).await.unwrap();
+    let mut got = vec![0u8; 11 + payload.len()];
+    tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got))
+        .await
+        .expect("the held bytes and the write arrived")
+        .unwrap();
+    assert_eq!(&got[..11], b"frame head;");
+    assert!(got[11..].iter().all(|&b| b == b'x'));
+}
+
+#[tokio::test]
+async fn a_write_held_for_the_next_one_goes_at_a_flush() {
+    let (mut server, _activity, mut client) = pair().await;
+    server.hold_next(true);
+    server.write_all(b"frame head;").await.unwrap();
+    server.hold_next(false);
+    server.flush().await.unwrap();
+    assert_eq!(arrived(&mut client).await, b"frame head;");
+}
+
 /// A TLS-like record: a 5-byte header announcing `len` bytes, then `len` bytes of `fill`.
 fn record(len: usize, fill: u8) -> Vec<u8> {
     let mut r = vec![23, 3, 3];

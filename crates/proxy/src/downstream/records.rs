@@ -33,6 +33,11 @@ use tokio_boring::SslStream;
 /// 536 bytes, less a TLS record's header, content type and tag): it needs no sizing decision.
 const FITS_ANY_SEGMENT: usize = 512;
 
+/// The largest first part of a vectored write that is held for the part after it
+/// (`poll_write_vectored`): the vendored `h2` puts 1 KiB of a chained payload with its frame's
+/// head.
+const HOLD_FIRST_MAX: usize = 4 * 1024;
+
 /// Bytes a TLS record adds around its payload (header 5, explicit nonce 8 for TLS 1.2 GCM, tag 16).
 const RECORD_OVERHEAD: usize = 29;
 /// One-segment payload when the MSS is unknown (1460-byte MSS minus record overhead).
@@ -314,6 +319,28 @@ impl AsyncWrite for RecordSizer {
             std::task::ready!(this.poll_interim(cx))?;
         }
         this.write_sized(cx, buf)
+    }
+
+    /// Writes the first non-empty part only (the stream does not say it writes vectors, so a
+    /// caller gathers only where that saves work). When more follows it and the first part is
+    /// small — an HTTP/2 DATA frame's head with the start of its payload, ahead of the rest of
+    /// the payload (the vendored `h2`'s chained write) — its record is held below TLS and
+    /// leaves with the next write's in one system call, not one each.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut parts = bufs.iter().filter(|b| !b.is_empty());
+        let Some(first) = parts.next() else {
+            return self.poll_write(cx, &[]);
+        };
+        let hold = first.len() <= HOLD_FIRST_MAX && parts.next().is_some();
+        let this = self.get_mut();
+        this.inner.get_mut().hold_next(hold);
+        let res = Pin::new(&mut *this).poll_write(cx, first);
+        this.inner.get_mut().hold_next(false);
+        res
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

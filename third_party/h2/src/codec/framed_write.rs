@@ -163,7 +163,7 @@ where
                     Some(Next::Data(ref mut frame)) => {
                         tracing::trace!(queued_data_frame = true);
                         let mut buf = (&mut self.encoder.buf).chain(frame.payload_mut());
-                        ready!(poll_write_buf(Pin::new(&mut self.inner), cx, &mut buf))?
+                        ready!(poll_write_chain(Pin::new(&mut self.inner), cx, &mut buf))?
                     }
                     _ => {
                         tracing::trace!(queued_data_frame = false);
@@ -213,6 +213,26 @@ where
         }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// tlsgate: writes a chained DATA frame (its head and the start of its payload in the buffer,
+/// then the rest of the payload) with `poll_write_vectored` whether or not the writer says it
+/// writes vectors. A writer that does not takes the first part only, as `poll_write_buf` would
+/// have given it; tlsgate's TLS stream learns that the payload follows at once, and sends the
+/// head's record with the payload's first record in one system call instead of one each.
+fn poll_write_chain<T: AsyncWrite, C: Buf>(
+    io: Pin<&mut T>,
+    cx: &mut Context<'_>,
+    buf: &mut C,
+) -> Poll<io::Result<usize>> {
+    if !buf.has_remaining() {
+        return Poll::Ready(Ok(0));
+    }
+    let mut slices = [io::IoSlice::new(&[]); 2];
+    let count = buf.chunks_vectored(&mut slices);
+    let n = ready!(io.poll_write_vectored(cx, &slices[..count]))?;
+    buf.advance(n);
+    Poll::Ready(Ok(n))
 }
 
 #[must_use]
