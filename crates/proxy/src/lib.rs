@@ -22,7 +22,8 @@
 //!   [`identity`] (a client certificate's identity headers), [`fingerprint`] (the connection's
 //!   JA4 as an origin header and a routing key), [`h2_stream`] (an HTTP/2 stream's halves as a
 //!   request body and as a tunnel's byte stream), [`send_more`] (TCP sends that let a
-//!   partial segment wait for what follows);
+//!   partial segment wait for what follows), [`read_ahead`] (one socket read for several
+//!   small TLS records, below BoringSSL on either side);
 //!   [`gateway`] holds the configuration generation that reloads swap atomically.
 #![forbid(unsafe_code)]
 
@@ -39,6 +40,7 @@ pub mod h2_stream;
 pub mod identity;
 pub mod interim;
 pub mod local_signal;
+pub mod read_ahead;
 pub mod request;
 pub mod send_more;
 pub mod upstream;

@@ -4,17 +4,8 @@
 //! block left open), buffers small reads, and holds the end of a connection's last response
 //! for its close.
 //!
-//! BoringSSL reads a record in two steps, the 5-byte header and then the body, and ignores
-//! read-ahead; without a buffer below it every request costs two `recvfrom` calls. A small read
-//! is served from one `READ_AHEAD`-byte read instead. The buffer exists only while it holds
-//! bytes, so an idle connection keeps none. While the client sends records larger than that (a
-//! request body), a header read ahead would bring half the next record with it, to be copied
-//! once more into BoringSSL's buffer (12.8 % of the gateway's CPU in the 100 KiB upload cell):
-//! after a large record the next header is read alone, and each record still costs two reads.
-//! The small record that ends such a run (the last of a request body) and the header after it
-//! are read alone too ([`Streaming::Tail`]): read ahead, they brought 4 KiB of that record and
-//! then 8 KiB of the next request's first record through the buffer; a small record after that
-//! returns to reading ahead.
+//! Small reads are served from a read ahead ([`crate::read_ahead`]): BoringSSL reads a record
+//! in two steps, and without it every request cost two `recvfrom` calls.
 //!
 //! Once the body of a connection's last response has ended ([`Activity::last_response_ended`]:
 //! the HTTP/1.1 request asked to close, or the gateway drains), what is written next — the
@@ -26,6 +17,7 @@
 //! socket, a shutdown, or a write past the limit does, so nothing waits for anything but the
 //! connection's own next step.
 
+use crate::read_ahead::ReadAhead;
 use bytes::{Buf, BytesMut};
 use pin_project_lite::pin_project;
 use std::io;
@@ -209,16 +201,13 @@ pin_project! {
         read: u64,
         written: u64,
         metrics: Arc<tlsgate_admin::Metrics>,
-        ahead: Option<BytesMut>,
+        ahead: ReadAhead,
         // Bytes not yet sent: written while the connection's last response ended (for the
         // close), or handed over to go with the next write (`hold`).
         held: Option<BytesMut>,
         // `held` has bytes of the caller's own writes, which a flush must send (unless they
         // wait for the close).
         owed: bool,
-        // Whether the client is streaming large records (the rest of a large one, and the next
-        // header, are read without reading ahead).
-        streaming: Streaming,
         // The caller's current write continues right after this one (`more_follows`).
         more: bool,
         // What is written next is held for the write that follows it (`hold_next`).
@@ -253,10 +242,9 @@ impl<S> MeteredStream<S> {
             read: 0,
             written: 0,
             metrics,
-            ahead: None,
+            ahead: ReadAhead::new(),
             held: None,
             owed: false,
-            streaming: Streaming::No,
             more: false,
             hold_next: false,
         }
@@ -303,100 +291,31 @@ impl MeteredStream<tokio::net::TcpStream> {
     /// first, and the socket not readable as far as the runtime knows (then `cx` is woken when
     /// it becomes so, as a read that found nothing would have arranged).
     pub fn read_would_wait(&self, cx: &mut Context<'_>) -> bool {
-        self.ahead.is_none()
+        self.ahead.buffered() == 0
             && self.held.as_ref().is_none_or(|h| h.is_empty())
             && !self.activity.holds_writes()
             && self.inner.poll_read_ready(cx).is_pending()
     }
 }
 
-/// Bytes read at once when the caller asks for less (a TLS record header, a small record).
-const READ_AHEAD: usize = 8 * 1024;
-
-/// What the last record headers said about the client's records: while it streams large ones,
-/// reads go straight to BoringSSL's buffer (two reads per record, no copy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Streaming {
-    /// Small records: a read for less than `READ_AHEAD` reads ahead.
-    No,
-    /// The last header announced a body of at least `READ_AHEAD` bytes: its rest and the next
-    /// header are read alone.
-    Large,
-    /// A small record right after a large one (the end of a request body): its body and the
-    /// next header are read alone as well, since the next request most likely starts with a
-    /// large record again.
-    Tail,
-}
-
-/// A TLS record header: what BoringSSL asks for before a record's body.
-const RECORD_HEADER: usize = 5;
-
 /// The most bytes held for a connection's close: a larger last write goes out as it comes.
 pub const HOLD_MAX: usize = 16 * 1024;
-
-fn drain_into(ahead: &mut Option<BytesMut>, buf: &mut ReadBuf<'_>) {
-    if let Some(pending) = ahead {
-        let n = pending.len().min(buf.remaining());
-        buf.put_slice(&pending[..n]);
-        pending.advance(n);
-        if pending.is_empty() {
-            *ahead = None;
-        }
-    }
-}
 
 impl<S: AsyncRead + SendMore> AsyncRead for MeteredStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut this = self.project();
-        let header = buf.remaining() == RECORD_HEADER;
-        let before = buf.filled().len();
-        if this.ahead.is_some() {
-            drain_into(this.ahead, buf);
-            note_header(this.streaming, header, &buf.filled()[before..]);
+        if this.ahead.take_buffered(buf) {
             return Poll::Ready(Ok(()));
         }
         // Waiting for the client: whatever is held must be out first.
         this.activity.reading_again();
         std::task::ready!(send_held(&mut this, cx, false))?;
-        if buf.remaining() >= READ_AHEAD || *this.streaming != Streaming::No {
-            let res = this.inner.poll_read(cx, buf);
-            let got = &buf.filled()[before..];
-            if !got.is_empty() {
-                *this.read += got.len() as u64;
-                this.activity.heard();
-                note_header(this.streaming, header, got);
-            }
-            return res;
+        let n = std::task::ready!(this.ahead.poll_read_from(this.inner, cx, buf))?;
+        if n > 0 {
+            *this.read += n as u64;
+            this.activity.heard();
         }
-        let mut fresh = BytesMut::with_capacity(READ_AHEAD);
-        match tokio_util::io::poll_read_buf(this.inner, cx, &mut fresh) {
-            Poll::Ready(Ok(0)) => Poll::Ready(Ok(())),
-            Poll::Ready(Ok(n)) => {
-                *this.read += n as u64;
-                this.activity.heard();
-                *this.ahead = Some(fresh);
-                drain_into(this.ahead, buf);
-                note_header(this.streaming, header, &buf.filled()[before..]);
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-/// After BoringSSL read a whole record header (`got`, when it asked for one): whether the
-/// client streams large records (a body of at least `READ_AHEAD` bytes), or just ended a run of
-/// them with a small one.
-fn note_header(streaming: &mut Streaming, header: bool, got: &[u8]) {
-    if header && got.len() == RECORD_HEADER {
-        *streaming = if usize::from(u16::from_be_bytes([got[3], got[4]])) >= READ_AHEAD {
-            Streaming::Large
-        } else if *streaming == Streaming::Large {
-            Streaming::Tail
-        } else {
-            Streaming::No
-        };
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -6,6 +6,7 @@
 //! the server's count ([`Transport::counted`]): given back when the socket closes.
 
 use super::limit::ConnSlot;
+use crate::read_ahead::ReadAheadStream;
 use pin_project_lite::pin_project;
 use socket2::{SockRef, TcpKeepalive};
 use std::io;
@@ -57,7 +58,7 @@ pin_project! {
         /// Plaintext TCP.
         Plain { #[pin] tcp: TcpStream },
         /// TLS over TCP.
-        Tls { #[pin] tls: SslStream<TcpStream> },
+        Tls { #[pin] tls: SslStream<ReadAheadStream<TcpStream>> },
     }
 }
 
@@ -164,6 +165,9 @@ pub async fn open(
     let Some(tls) = tls else {
         return Ok((Transport::new(Stream::Plain { tcp }), None));
     };
+    // Read ahead below BoringSSL: one `recvfrom` for several small records of the origin's
+    // (a response's HEADERS and DATA frames), not two per record.
+    let tcp = ReadAheadStream::new(tcp);
     let handshake = tokio::time::timeout(timeout, tls.connect(tcp, host, key, http1_only)).await;
     match handshake {
         Ok(Ok((tls, info))) => Ok((Transport::new(Stream::Tls { tls }), Some(info))),
