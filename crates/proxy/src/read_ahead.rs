@@ -156,11 +156,6 @@ impl<S> ReadAheadStream<S> {
         }
     }
 
-    /// The wrapped stream.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
     /// Bytes read ahead and not yet taken.
     pub fn buffered(&self) -> usize {
         self.ahead.buffered()
