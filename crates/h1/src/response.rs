@@ -262,6 +262,19 @@ pub fn connection_persists(version: Version, headers: &HeaderMap) -> bool {
 /// Notes whether the `Connection` field value `value` names `close` or `keep-alive`; true if it
 /// names anything else too.
 fn connection_tokens(value: &[u8], close: &mut bool, keep_alive: &mut bool) -> bool {
+    // What nearly every origin sends, as it sends it: one comparison instead of the split,
+    // the trim and the case-blind comparisons.
+    match value {
+        b"keep-alive" | b"Keep-Alive" => {
+            *keep_alive = true;
+            return false;
+        }
+        b"close" | b"Close" => {
+            *close = true;
+            return false;
+        }
+        _ => {}
+    }
     let mut others = false;
     for token in value.split(|&b| b == b',') {
         let token = trim(token);
@@ -534,5 +547,47 @@ mod tests {
         assert!(!h.keep_alive);
         let (h, _) = ok("HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\nContent-Length: 1\r\n\r\n");
         assert!(h.keep_alive);
+    }
+
+    /// The exact spellings taken at once note what the token-by-token reading notes.
+    #[test]
+    fn connection_values_read_at_once_agree_with_the_token_reading() {
+        let by_tokens = |value: &[u8]| {
+            let (mut close, mut keep_alive, mut others) = (false, false, false);
+            for token in value.split(|&b| b == b',').map(trim) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                } else {
+                    others |= !token.is_empty();
+                }
+            }
+            (close, keep_alive, others)
+        };
+        for value in [
+            &b"keep-alive"[..],
+            b"Keep-Alive",
+            b"close",
+            b"Close",
+            b"KEEP-ALIVE",
+            b"CLOSE",
+            b" keep-alive",
+            b"close ",
+            b"keep-alive, close",
+            b"keep-alive,x",
+            b"upgrade",
+            b"",
+            b",",
+        ] {
+            let (mut close, mut keep_alive) = (false, false);
+            let others = connection_tokens(value, &mut close, &mut keep_alive);
+            assert_eq!(
+                (close, keep_alive, others),
+                by_tokens(value),
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
     }
 }
