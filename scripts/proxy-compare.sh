@@ -48,6 +48,12 @@
 #   CORES        cores the machine is taken to have (nproc): h1_1k_2w needs 4
 #   RATE         requests per second of the rate cell (10000: below every proxy's saturation)
 #   PORT_OFFSET  added to every port the script uses (0: 19380-19383, 19743-19744, 19843, 19943)
+#   BENCH=1      after each run's independent client, `tlsgate bench` loads the same proxy with the
+#                same connections (and streams, --new-conn, upload body) for DURATION more, from
+#                the same core, X25519 only as the others offer: its figure goes beside the
+#                independent one in a table of its own (not in the get/upload cells' ratio);
+#                rate, gRPC and 2-worker cells have none. A bench run with an error or an answer
+#                other than 200 is a FAIL like the others.
 # Missing tools are installed (Debian packages; Go, for the gRPC origin and the rate cell's
 # client, which `go build` builds from scripts/proxy/grpc-origin and scripts/proxy/ratelat into
 # $WORK: the first build of the gRPC origin downloads its modules; ratelat needs none).
@@ -75,6 +81,7 @@ PROXY_CPU_2W=${PROXY_CPU_2W:-2}
 LOAD_CPU_2W=${LOAD_CPU_2W:-3}
 CORES=${CORES:-$(nproc)}
 PORT_OFFSET=${PORT_OFFSET:-0}
+BENCH=${BENCH:-0}
 WORK=${WORK:-$(mktemp -d /tmp/tlsgate-proxy.XXXXXX)}
 BIN=$ROOT/target/release/tlsgate
 PATH=$PATH:/usr/sbin:/sbin
@@ -398,6 +405,47 @@ run_load() { # tool url args kind -> the tool's output on stdout
   fi
 }
 
+# `tlsgate bench`'s arguments for the cell of TOOL, ARGS and KIND (empty: it has no bench run).
+bench_args() { # tool args kind
+  local c m a
+  case $3 in get | h2origin | upload) ;; *) return ;; esac
+  c=$(sed -n 's/.*-c\([0-9]*\).*/\1/p' <<<"$2")
+  case $1 in
+    wrk)
+      a="-t 1 -c $c"
+      [[ $2 == *Connection:close* ]] && a="$a --new-conn"
+      [ "$3" = upload ] && a="$a --method POST --body @$WORK/upload.bin"
+      echo "$a"
+      ;;
+    h2)
+      m=$(sed -n 's/.*-m\([0-9]*\).*/\1/p' <<<"$2")
+      echo "--h2 -t 1 -c $c -m $m"
+      ;;
+  esac
+}
+
+# "count cpu-seconds check" of a `tlsgate bench` run against URL (count: requests answered 200).
+run_bench() { # server cell round url bench-args
+  local json=$WORK/$1-$2-$3-bench.json u0 k0 u1 k1 cpu n ok errs
+  rm -f "$json"
+  read -r u0 k0 <<<"$(bench_cpu_ticks "$PROXY_PID")"
+  # shellcheck disable=SC2086
+  timeout $((DURATION + 30)) taskset -c "$LOAD_CPU" "$GW_BIN" bench $5 -d "${DURATION}s" --groups X25519 \
+    --json "$json" "$4" >"$WORK/$1-$2-$3-bench.txt" 2>&1 || true
+  read -r u1 k1 <<<"$(bench_cpu_ticks "$PROXY_PID")"
+  cpu=$(awk -v a="$((u0 + k0))" -v b="$((u1 + k1))" -v t="$TCK" 'BEGIN { printf "%.2f", (b - a) / t }')
+  if [ ! -s "$json" ]; then
+    echo "0 $cpu FAIL: tlsgate bench wrote no summary ($(tail -1 "$WORK/$1-$2-$3-bench.txt"))"
+    return
+  fi
+  read -r n ok errs <<<"$(jq -r '"\(.requests) \(.status["200"] // 0) \(.errors_total)"' "$json")"
+  if [ "$errs" != 0 ] || [ "$ok" != "$n" ] || [ "$n" -le 0 ]; then
+    echo "$ok $cpu FAIL: tlsgate bench: $n requests, $ok answered 200, $errs errors"
+  else
+    echo "$ok $cpu ok"
+  fi
+}
+
 run_cell() { # round server cell-line
   local round=$1 s=$2 line=$3 id label tool path size args fig kind
   IFS='|' read -r id label tool path size args fig kind <<<"$line"
@@ -428,6 +476,11 @@ run_cell() { # round server cell-line
   read -r u1 k1 <<<"$(bench_cpu_ticks "$PROXY_PID")"
   read -r a1 o1 b1 <<<"$(origin_counts "$kind")"
   [ "$s" = tlsgate ] && m1=$(tlsgate_counts)
+  local bcount=0 bcpu=0 bcheck=ok bargs=""
+  [ "$BENCH" = 1 ] && bargs=$(bench_args "$tool" "$args" "$kind")
+  if [ -n "$bargs" ]; then
+    read -r bcount bcpu bcheck <<<"$(run_bench "$s" "$id" "$round" "$url" "$bargs")"
+  fi
   local temp_files=0 temp_bodies=0
   if [ "$s" = nginx ]; then
     temp_files=$(grep -c 'upstream response is buffered to a temporary file' "$WORK/nginx-error.log" 2>/dev/null || true)
@@ -507,6 +560,7 @@ run_cell() { # round server cell-line
   fi
   if [ "$check" = ok ] && [ -n "$errs" ]; then check="FAIL: $errs"; fi
   if [ "$check" = ok ] && [ "$count" -le 0 ]; then check="FAIL: no request completed"; fi
+  if [ "$check" = ok ] && [ "$bcheck" != ok ]; then check=$bcheck; fi
 
   local cpu wall per mib rate full resumed
   cpu=$(awk -v a="$((u0 + k0))" -v b="$((u1 + k1))" -v t="$TCK" 'BEGIN { printf "%.2f", (b - a) / t }')
@@ -519,6 +573,11 @@ run_cell() { # round server cell-line
   [ "$fig" = u ] && z=$UPLOAD_BYTES
   mib=$(awk -v n="$count" -v z="$z" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.1f", n * z / 1048576 / c; else print 0 }')
   rate=$(awk -v n="$count" -v s="$secs" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print 0 }')
+  local bper=null bmib=null
+  if [ -n "$bargs" ]; then
+    bper=$(awk -v n="$bcount" -v c="$bcpu" 'BEGIN { if (c > 0) printf "%.0f", n / c; else print 0 }')
+    bmib=$(awk -v n="$bcount" -v z="$z" -v c="$bcpu" 'BEGIN { if (c > 0) printf "%.1f", n * z / 1048576 / c; else print 0 }')
+  fi
   read -r f0 r0 _ <<<"$m0"
   read -r f1 r1 _ <<<"$m1"
   full=$((f1 - f0)) resumed=$((r1 - r0))
@@ -534,8 +593,8 @@ run_cell() { # round server cell-line
     --argjson per "$per" --argjson mib "$mib" --argjson user "$user" --argjson sys "$sys" --argjson conns "$conns" --argjson p50 "$p50" --argjson p99 "$p99" \
     --argjson origin "$odelta" --argjson full "$full" --argjson resumed "$resumed" \
     --argjson temp "${temp_files:-0}" --argjson tempb "${temp_bodies:-0}" --argjson bad "$bad" \
-    --arg neg "$neg" --arg load "$load" --arg check "$check" \
-    '{id: $id, server: $s, round: $r, count: $count, secs: $secs, wall: $wall, rate: $rate,
+    --arg neg "$neg" --arg load "$load" --arg check "$check" --argjson bper "$bper" --argjson bmib "$bmib" \
+    '{id: $id, server: $s, round: $r, count: $count, secs: $secs, wall: $wall, rate: $rate, bench_per: $bper, bench_mib: $bmib,
       cpu: $cpu, user: $user, sys: $sys, per: $per, mib: $mib, origin_conns: $conns, p50_us: $p50, p99_us: $p99, origin: $origin,
       origin_bad: $bad, tlsgate_full: $full, tlsgate_resumed: $resumed, nginx_temp_files: $temp,
       nginx_temp_bodies: $tempb, neg: $neg, loadavg: $load, check: $check}' >>"$RESULTS"
@@ -698,6 +757,29 @@ jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
     | group_by(.why)[] | "- n/a, \($c.label), \(map(.s) | join(", ")): \(.[0].why)." ]
   | if length > 0 then "", .[] else empty end
 ' "$RESULTS"
+
+if jq -se 'any(.bench_per != null)' "$RESULTS" >/dev/null; then
+  echo
+  echo "### Beside \`tlsgate bench\`"
+  echo
+  echo "Each run's independent client (wrk, h2load), then \`tlsgate bench\` with the same connections and streams for as long, against the same proxy process (median of the rounds; per proxy CPU-second as above). Cells: \`independent / bench\`."
+  echo
+  bench_table_head l:cell "${cols[@]:3}" "r:tlsgate ÷ best peer, independent" "r:tlsgate ÷ best peer, bench"
+  jq -rs --argjson cells "$labels" --argjson servers "$servers_json" "$JQ_COMMON"'
+    def med($c; $s; $f): ok($c.id; $s) | map(.[$f]) | map(select(. != null)) | median;
+    def ratio($row; $key): ($row | map(select(.s == "tlsgate")) | .[0][$key]) as $t
+      | ($row | map(select(.s != "tlsgate" and .[$key] != null)) | max_by(.[$key])) as $b
+      | if $t == null or $b == null or $b[$key] == 0 then "—" else "\($t / $b[$key] * 100 | round / 100)× (\($b.s | name))" end;
+    $cells[] as $c
+    | select([ $servers[] as $s | ok($c.id; $s)[] | .bench_per ] | any(. != null))
+    | ($servers | map(. as $s | {s: $s,
+         i: med($c; $s; if $c.fig == "m" then "mib" else "per" end),
+         b: med($c; $s; if $c.fig == "m" then "bench_mib" else "bench_per" end)})) as $row
+    | "| \($c.label) (\(if $c.fig == "m" then "MiB" else "req" end) per CPU-s) | "
+      + ($row | map("\(.i | k) / \(.b | k)") | join(" | "))
+      + " | \(ratio($row; "i")) | \(ratio($row; "b")) |"
+  ' "$RESULTS"
+fi
 
 echo
 echo "### Rates, CPU used and latency (medians)"
