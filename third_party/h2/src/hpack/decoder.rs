@@ -20,6 +20,9 @@ pub struct Decoder {
     last_max_update: usize,
     table: Table,
     buffer: BytesMut,
+    // tlsgate: the last field decoded for a few static-table names sent as literals without
+    // indexing, with the encoded string it came from (`decode_literal`).
+    literals: Vec<(usize, Bytes, Header)>,
 }
 
 /// Represents all errors that can be encountered while performing the decoding
@@ -152,6 +155,11 @@ struct StringMarker {
 /// tlsgate: the Huffman scratch buffer's size (h2: 4 KiB).
 const SCRATCH_CAPACITY: usize = 1024;
 
+/// tlsgate: the most static-name literals remembered (`Decoder::literals`): a response's usual
+/// fields (server, date, content-type, content-length, last-modified, etag, accept-ranges,
+/// cache-control, ...).
+const MAX_LITERALS: usize = 12;
+
 // ===== impl Decoder =====
 
 impl Decoder {
@@ -164,6 +172,7 @@ impl Decoder {
             // tlsgate: 1 KiB, not 4: an idle connection's allocation (until it is released),
             // and further blocks of this size are taken as needed.
             buffer: BytesMut::with_capacity(SCRATCH_CAPACITY),
+            literals: Vec::new(),
         }
     }
 
@@ -173,6 +182,7 @@ impl Decoder {
         if self.buffer.is_empty() && self.buffer.capacity() > 0 {
             self.buffer = BytesMut::new();
         }
+        self.literals = Vec::new();
     }
 
     /// tlsgate: whether the dynamic table holds entries (memory an idle connection could give
@@ -335,6 +345,44 @@ impl Decoder {
             let name = name_marker.consume(buf);
             let value = value_marker.consume(buf);
             Header::new(name, value)
+        } else if table_idx <= 61 {
+            // tlsgate: a literal whose name is in the static table. Origins that keep no
+            // encoder table (nginx: every response field a literal with incremental indexing)
+            // send the same values response after response; the static table never changes,
+            // so the same encoded string gives the same field as the last time, without its
+            // Huffman decoding and validation again. (Whether it is indexed is `decode`'s.)
+            let start = buf.position() as usize;
+            if peek_u8(buf).is_none() {
+                return Err(DecoderError::NeedMore(NeedMore::UnexpectedEndOfStream));
+            }
+            let len = decode_int(buf, 7)?;
+            if len > buf.remaining() {
+                return Err(DecoderError::NeedMore(NeedMore::StringUnderflow));
+            }
+            // The string as encoded: its length prefix (with the Huffman flag) and its bytes.
+            let end = buf.position() as usize + len;
+            let encoded = &buf.get_ref()[start..end];
+            if let Some((_, _, header)) = self
+                .literals
+                .iter()
+                .find(|(i, e, _)| *i == table_idx && e[..] == *encoded)
+            {
+                let header = header.clone();
+                buf.set_position(end as u64);
+                return Ok(header);
+            }
+            let encoded = Bytes::copy_from_slice(encoded);
+            buf.set_position(start as u64);
+            let value = self.decode_string(buf)?;
+            let header = self.table.get(table_idx)?.name().into_entry(value)?;
+            // Kept detached from the buffers it was decoded from, as the dynamic table keeps it.
+            let kept = (table_idx, encoded, header.detached());
+            if let Some(slot) = self.literals.iter().position(|(i, _, _)| *i == table_idx) {
+                self.literals[slot] = kept;
+            } else if self.literals.len() < MAX_LITERALS {
+                self.literals.push(kept);
+            }
+            Ok(header)
         } else {
             let e = self.table.get(table_idx)?;
             let value = self.decode_string(buf)?;
