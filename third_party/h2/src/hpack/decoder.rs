@@ -981,6 +981,86 @@ mod test {
         }
     }
 
+    /// tlsgate: a literal with a static-table name, repeated, decodes to the same field (from
+    /// `Decoder::literals`) while incremental indexing still fills the dynamic table; the same
+    /// encoded value under another name, the same text coded otherwise, and a string cut short
+    /// are decoded afresh.
+    #[test]
+    fn static_name_literals_repeat_from_the_cache() {
+        fn block(de: &mut Decoder, bytes: &[u8]) -> Result<Vec<Header>, DecoderError> {
+            let mut buf = BytesMut::from(bytes);
+            let mut res = vec![];
+            de.decode(&mut Cursor::new(&mut buf), |h| {
+                res.push(h);
+                ControlFlow::Continue(())
+            })?;
+            Ok(res)
+        }
+        fn huff(s: &[u8]) -> Vec<u8> {
+            let e = huff_encode(s);
+            let mut v = vec![0x80 | e.len() as u8];
+            v.extend_from_slice(&e);
+            v
+        }
+        fn field(h: &Header) -> (String, String) {
+            match h {
+                Header::Field { name, value } => {
+                    (name.as_str().to_owned(), value.to_str().unwrap().to_owned())
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut de = Decoder::new(4096);
+        // server (static 54) with incremental indexing, date (33) without indexing.
+        let mut b1 = vec![0x40 | 54];
+        b1.extend(huff(b"nginx"));
+        b1.extend([0x0f, 33 - 15]);
+        b1.extend(huff(b"Wed, 02 Dec 2026 01:15:25 GMT"));
+        let first = block(&mut de, &b1).unwrap();
+        assert_eq!(field(&first[0]), ("server".into(), "nginx".into()));
+        assert_eq!(field(&first[1]).1, "Wed, 02 Dec 2026 01:15:25 GMT");
+        assert_eq!(de.literals.len(), 2);
+        let again = block(&mut de, &b1).unwrap();
+        assert_eq!(first, again);
+        // Each indexed literal was inserted: the newest entry (62) is the second one.
+        assert_eq!(de.table.entries.len(), 2);
+        let indexed = block(&mut de, &[0x80 | 62]).unwrap();
+        assert_eq!(field(&indexed[0]), ("server".into(), "nginx".into()));
+        // The same encoded value under another static name (content-type, 31).
+        let mut b2 = vec![0x0f, 31 - 15];
+        b2.extend(huff(b"nginx"));
+        assert_eq!(
+            field(&block(&mut de, &b2).unwrap()[0]),
+            ("content-type".into(), "nginx".into())
+        );
+        // The same name, the same text not Huffman-coded, then another value.
+        let mut b3 = vec![0x0f, 54 - 15, 5];
+        b3.extend(b"nginx");
+        assert_eq!(
+            field(&block(&mut de, &b3).unwrap()[0]),
+            ("server".into(), "nginx".into())
+        );
+        let mut b4 = vec![0x0f, 54 - 15];
+        b4.extend(huff(b"nginx/1.22.1"));
+        assert_eq!(
+            field(&block(&mut de, &b4).unwrap()[0]),
+            ("server".into(), "nginx/1.22.1".into())
+        );
+        // A value cut short is still the error it was, cached or not.
+        let cut = &b4[..b4.len() - 1];
+        assert_eq!(
+            block(&mut de, cut).unwrap_err(),
+            DecoderError::NeedMore(NeedMore::StringUnderflow)
+        );
+        // Released while idle, the cache is empty and decoding is unchanged.
+        de.release_buffer();
+        assert!(de.literals.is_empty());
+        assert_eq!(
+            field(&block(&mut de, &b4).unwrap()[0]),
+            ("server".into(), "nginx/1.22.1".into())
+        );
+    }
+
     fn huff_encode(src: &[u8]) -> BytesMut {
         let mut buf = BytesMut::new();
         huffman::encode(src, &mut buf);
