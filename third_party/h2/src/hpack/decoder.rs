@@ -20,8 +20,8 @@ pub struct Decoder {
     last_max_update: usize,
     table: Table,
     buffer: BytesMut,
-    // tlsgate: the last field decoded for a few static-table names sent as literals without
-    // indexing, with the encoded string it came from (`decode_literal`).
+    // tlsgate: the last field decoded for a few static-table field names (not pseudo-headers)
+    // sent as literals, with the encoded string it came from (`decode_literal`).
     literals: Vec<(usize, Bytes, Header)>,
 }
 
@@ -159,6 +159,9 @@ const SCRATCH_CAPACITY: usize = 1024;
 /// fields (server, date, content-type, content-length, last-modified, etag, accept-ranges,
 /// cache-control, ...).
 const MAX_LITERALS: usize = 12;
+
+/// tlsgate: the static table's first entry that is not a pseudo-header (`accept-charset`).
+const FIRST_STATIC_FIELD: usize = 15;
 
 // ===== impl Decoder =====
 
@@ -345,8 +348,10 @@ impl Decoder {
             let name = name_marker.consume(buf);
             let value = value_marker.consume(buf);
             Header::new(name, value)
-        } else if table_idx <= 61 {
-            // tlsgate: a literal whose name is in the static table. Origins that keep no
+        } else if (FIRST_STATIC_FIELD..=61).contains(&table_idx) {
+            // tlsgate: a literal whose name is a field in the static table (not a
+            // pseudo-header: a request's `:path` differs from one request to the next, and
+            // remembering it would cost every request a copy). Origins that keep no
             // encoder table (nginx: every response field a literal with incremental indexing)
             // send the same values response after response; the static table never changes,
             // so the same encoded string gives the same field as the last time, without its
