@@ -15,7 +15,12 @@
 #                `GET /` on it (one X25519 and no signature check on the client) — clients cheap
 #                enough that one client core keeps a server core busy, for the cells that
 #                measure a server against the crypto ceiling of a full handshake (`sign_speed`
-#                run on the server's core in each round)
+#                run on the server's core in each round); with -resume (the *sat resumption
+#                cells) a session fetched once with `openssl s_client -sess_out` is resumed by
+#                session ID, TLS 1.2 ticket or TLS 1.3 ticket on every connection with one fixed
+#                ClientHello, the abbreviated handshake completed and `GET /` sent (TLS 1.3: one
+#                X25519 on the client; TLS 1.2: none) — cheaper per connection than libssl, so
+#                the server is busier than with sslload (scripts/handshake-flood/resume.go)
 #   bench        `tlsgate bench -t 1 -c CONNS` (handshake-only for the handshake cells; `--lean`
 #                for the saturating cell: the same least-work full handshake and GET as -finish)
 # The "busy" column is the server's CPU ÷ the run's wall time: below ~0.9 the client, not the
@@ -68,6 +73,9 @@ ALL_SCENARIOS=(
   "sid12|Resumed TLS 1.2, session ID|--handshake-only --no-ticket --tls 1.2|h|resumed|ssl:-v 1.2 -r id -q"
   "tkt12|Resumed TLS 1.2, ticket|--handshake-only --no-session-id --tls 1.2|h|resumed|ssl:-v 1.2 -r ticket -q"
   "tkt13|Resumed TLS 1.3, ticket (PSK-DHE)|--handshake-only --tls 1.3|h|resumed|ssl:-v 1.3 -r ticket -q"
+  "sid12sat|Resumed TLS 1.2, session ID + GET, saturating client|-|r|resumed|resume:-tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256 -no_ticket"
+  "tkt12sat|Resumed TLS 1.2, ticket + GET, saturating client|-|r|resumed|resume:-tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256"
+  "tkt13sat|Resumed TLS 1.3, ticket (PSK-DHE) + GET, saturating client|-|r|resumed|resume:-tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256"
   "ka|Keep-alive, resumption on|--tls 1.3|r|any|wrk"
   "ka_off|Keep-alive, resumption off|--tls 1.3 --no-session-id --no-ticket|r|any|-"
   "close|New connection per request, resumption on|--tls 1.3 --new-conn|r|resumed|-"
@@ -80,6 +88,7 @@ client_name() {
     ssl:*) echo "OpenSSL libssl (sslload), GET / per connection" ;;
     wrk) echo "wrk" ;;
     flood) echo "fixed ClientHello (handshake-flood)" ;;
+    resume:*) echo "fixed resuming ClientHello, handshake completed + GET (handshake-flood -resume)" ;;
     flood:*) echo "fixed ClientHello, handshake completed (handshake-flood -finish)" ;;
   esac
 }
@@ -216,6 +225,14 @@ independent() { # spec port out
         '{handshakes: .done, resumed: 0, requests: (.done * $req), errors: (.refused + .other)}' \
         "$out.txt" >"$out" 2>/dev/null || true
       ;;
+    resume:*)
+      # The session resume_session saved; each "done" is a resumed handshake and a 200 (a full
+      # handshake, refused or failed one is counted in .other / .refused).
+      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources 127.0.0.1 -conns "$CONNS" \
+        -duration "${DURATION}s" -resume "$out.session.txt" >"$out.txt" 2>&1 || true
+      jq -c '{handshakes: .done, resumed: .done, requests: .done, errors: (.refused + .other)}' \
+        "$out.txt" >"$out" 2>/dev/null || true
+      ;;
   esac
 }
 
@@ -248,6 +265,15 @@ memory_test() { # server
   printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$n" "$before" "$held" "$per" >>"$MEMORY"
 }
 
+# A session of PORT's server for handshake-flood -resume: one OpenSSL handshake (s_client with
+# ARGS, kept open briefly so that TLS 1.3 tickets arrive), saved as `openssl sess_id -text`.
+resume_session() { # args port out
+  # shellcheck disable=SC2086
+  { sleep 0.3 | timeout 5 openssl s_client -connect "127.0.0.1:$2" -servername localhost $1 \
+    -sess_out "$3.pem" -ign_eof >/dev/null 2>&1; } || true
+  openssl sess_id -in "$3.pem" -text -noout >"$3.txt" 2>/dev/null || true
+}
+
 run_cell() { # round server scenario-line: each load of LOADS in turn
   local load
   for load in $LOADS; do run_one "$@" "$load"; done
@@ -266,6 +292,8 @@ run_one() { # round server scenario-line load
   # The ceiling is shown for the independent clients, and for the bench where it saturates (--lean).
   case $id in full13 | flight13) [ "$load" = bench ] || ceiling_probe "$round" ;; fullsat13) ceiling_probe "$round" ;; esac
   local m0="" m1="" c0 c1 t0 t1
+  # The session to resume is fetched before the counters are read (its handshake is not the load's).
+  [[ $load == bench || $spec != resume:* ]] || resume_session "${spec#resume:}" "$port" "$json.session"
   [ "$s" = tlsgate ] && m0=$(tlsgate_counts)
   c0=$(cpu_ticks "$pid")
   t0=$(date +%s.%N)

@@ -8,6 +8,7 @@ package main
 // loopback's ephemeral ports within seconds), and a 200 proves the handshake was accepted.
 
 import (
+	"bufio"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
@@ -98,6 +99,7 @@ func finishOnce(c net.Conn, h hello) outcome {
 	}
 	transcript := sha256.New()
 	transcript.Write(h.record[5:])
+	r := bufio.NewReaderSize(c, 16<<10) // records that arrive together cost one read
 	var (
 		header    = make([]byte, 5)
 		body      []byte
@@ -109,7 +111,7 @@ func finishOnce(c net.Conn, h hello) outcome {
 		seq       uint64
 	)
 	for {
-		if _, err := io.ReadFull(c, header); err != nil {
+		if _, err := io.ReadFull(r, header); err != nil {
 			return failed
 		}
 		n := int(binary.BigEndian.Uint16(header[3:]))
@@ -117,7 +119,7 @@ func finishOnce(c net.Conn, h hello) outcome {
 			body = make([]byte, n)
 		}
 		body = body[:n]
-		if _, err := io.ReadFull(c, body); err != nil {
+		if _, err := io.ReadFull(r, body); err != nil {
 			return failed
 		}
 		switch header[0] {
@@ -138,7 +140,11 @@ func finishOnce(c net.Conn, h hello) outcome {
 			if err != nil {
 				return failed
 			}
-			secret, err = hkdf.Extract(sha256.New, shared, derivedFromEarly)
+			salt := derivedFromEarly
+			if h.derived != nil {
+				salt = h.derived
+			}
+			secret, err = hkdf.Extract(sha256.New, shared, salt)
 			if err != nil {
 				return failed
 			}
@@ -166,11 +172,14 @@ func finishOnce(c net.Conn, h hello) outcome {
 				if len(messages) < m {
 					break
 				}
+				if h.derived != nil && messages[0] == 11 {
+					return failed // a Certificate: the server did not resume
+				}
 				transcript.Write(messages[:m])
 				finished := messages[0] == 20
 				messages = messages[m:]
 				if finished {
-					return request(c, secret, clientHS, transcript.Sum(nil), h.sni)
+					return request(c, r, secret, clientHS, transcript.Sum(nil), h.sni)
 				}
 			}
 		default:
@@ -189,7 +198,7 @@ func seal(key cipher.AEAD, iv []byte, seq uint64, inner []byte) []byte {
 // request sends the client Finished for `flightHash` (the transcript through the server's
 // Finished) and, in the same write, `GET /` under the application keys, then reads the answer
 // to the end of the connection: done if it began with a 200.
-func request(c net.Conn, handshakeSecret, clientHS, flightHash []byte, sni string) outcome {
+func request(c net.Conn, r io.Reader, handshakeSecret, clientHS, flightHash []byte, sni string) outcome {
 	mac := hmac.New(sha256.New, expandLabel(clientHS, "finished", nil, 32))
 	mac.Write(flightHash)
 	finished := append([]byte{20, 0, 0, 32}, mac.Sum(nil)...)
@@ -211,7 +220,7 @@ func request(c net.Conn, handshakeSecret, clientHS, flightHash []byte, sni strin
 	header := make([]byte, 5)
 	var body, answer []byte
 	for seq := uint64(0); ; seq++ {
-		if _, err := io.ReadFull(c, header); err != nil {
+		if _, err := io.ReadFull(r, header); err != nil {
 			break // the server's close
 		}
 		n := int(binary.BigEndian.Uint16(header[3:]))
@@ -219,7 +228,7 @@ func request(c net.Conn, handshakeSecret, clientHS, flightHash []byte, sni strin
 			body = make([]byte, n)
 		}
 		body = body[:n]
-		if _, err := io.ReadFull(c, body); err != nil || header[0] != 0x17 {
+		if _, err := io.ReadFull(r, body); err != nil || header[0] != 0x17 {
 			return failed
 		}
 		plain, err := serverKey.Open(body[:0], nonce(serverIV, seq), body, header)

@@ -8,6 +8,10 @@
 // CertificateVerify, so the server has signed — and resets the connection. The client does no
 // cryptography per connection, so one core of clients keeps a server core signing.
 //
+// Two more modes serve scripts/peer-compare.sh's saturating cells: -finish completes the full
+// TLS 1.3 handshake and sends `GET /` (finish.go); -resume FILE resumes one saved session on
+// every connection and sends `GET /` (resume.go). "done" then counts 200 answers.
+//
 // Prints one JSON line: flights received (signatures the server spent), handshakes refused with
 // an alert, connections closed or failed otherwise, and the seconds it ran.
 package main
@@ -20,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +42,9 @@ type hello struct {
 	record []byte
 	key    *ecdh.PrivateKey
 	sni    string
+	// derived is, when the hello resumes a TLS 1.3 session, the salt of the handshake secret
+	// (Derive-Secret of the PSK's early secret, "derived"); nil for a full handshake.
+	derived []byte
 }
 
 // clientHello is a TLS 1.3 ClientHello record for `sni` offering X25519 only. With `finish`
@@ -121,12 +129,27 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long to flood")
 	sni := flag.String("sni", "localhost", "server name sent")
 	finish := flag.Bool("finish", false, "complete each handshake and send GET / on it (Connection: close) instead of resetting after the server's flight")
+	resume := flag.String("resume", "", "resume the session of this file (`openssl sess_id -text -noout` of an s_client -sess_out) on every connection, then GET / (see resume.go)")
 	flag.Parse()
 
 	h := clientHello(*sni, *finish)
 	run := once
 	if *finish {
 		run = finishOnce
+	}
+	if *resume != "" {
+		s, err := readSession(*resume)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "flood:", err)
+			os.Exit(2)
+		}
+		h, h.derived = resumeHello(*sni, s)
+		*finish = true // the server closes first, as with -finish
+		if s.tls13 {
+			run = finishOnce
+		} else {
+			run = func(c net.Conn, h hello) outcome { return resume12Once(c, h, s) }
+		}
 	}
 	var counts [3]atomic.Int64
 	start := time.Now()

@@ -113,6 +113,77 @@ fn tls13_resumes_with_a_psk_ticket() {
     assert_eq!(state(&f, "tickets_accepted_total"), 2.0, "{}", f.gw.metrics());
 }
 
+/// A client that is not OpenSSL and reuses one ClientHello: scripts/handshake-flood's `-resume`
+/// (Go; the saturating client of scripts/peer-compare.sh's resumption cells) resumes a session
+/// s_client saved, by session ID, TLS 1.2 ticket and TLS 1.3 PSK, on every connection, each with
+/// a `GET /` answered 200; the gateway counts exactly those resumptions and no full handshake.
+#[test]
+fn one_saved_session_resumes_every_connection_of_a_fixed_hello() {
+    let root = r#"
+[[site.route]]
+path_prefix = "/"
+fixed_response = { body = "root" }
+"#;
+    let f = common::start("", root);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/handshake-flood");
+    let flood = tlsgate_testkit::go::build(&src, "flood");
+    let ecdsa12 = ["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"];
+    let cases: [(&str, Vec<&str>, &str); 3] = [
+        ("id12", [&ecdsa12[..], &["-no_ticket"]].concat(), "session_id"),
+        ("ticket12", ecdsa12.to_vec(), "ticket"),
+        (
+            "psk13",
+            vec!["-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256"],
+            "tls13_psk",
+        ),
+    ];
+    for (name, args, outcome) in cases {
+        let pem = session_file(&f, &format!("{name}.pem"));
+        save(&f, &args, &pem);
+        let text = tlsgate_testkit::run(
+            "openssl",
+            &["sess_id", "-in", pem.to_str().unwrap(), "-text", "-noout"],
+            b"",
+            Duration::ZERO,
+            Duration::from_secs(10),
+        );
+        let sess = session_file(&f, &format!("{name}.txt"));
+        std::fs::write(&sess, &text.stdout).unwrap();
+        let (full, before) = (handshakes(&f, "full"), handshakes(&f, outcome));
+        let out = tlsgate_testkit::run(
+            flood.path.to_str().unwrap(),
+            &[
+                "-target",
+                &f.connect(),
+                "-sources",
+                "127.0.0.1",
+                "-conns",
+                "2",
+                "-duration",
+                "300ms",
+                "-resume",
+                sess.to_str().unwrap(),
+            ],
+            b"",
+            Duration::ZERO,
+            Duration::from_secs(20),
+        );
+        let summary: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{name}: the flood's summary ({e}):\n{}\n{}", out.all(), text.all()));
+        let done = summary["done"].as_f64().unwrap();
+        assert!(done >= 10.0, "{name}: {summary} ({})", text.all());
+        assert_eq!(summary["refused"], 0, "{name}: {summary}");
+        assert_eq!(summary["other"], 0, "{name}: {summary}");
+        assert_eq!(handshakes(&f, outcome) - before, done, "{name}: {}", f.gw.metrics());
+        assert_eq!(
+            handshakes(&f, "full"),
+            full,
+            "{name}: no full handshake: {}",
+            f.gw.metrics()
+        );
+    }
+}
+
 /// Issue 15: the TLS 1.3 tickets are written when the handshake completes, not with the first
 /// response, so a client that sends no request still leaves with a session. Exactly the
 /// operators' recipe `(echo; sleep 0.3) | openssl s_client -connect H:P -tls1_3 -sess_out s.pem`,
