@@ -227,8 +227,12 @@ independent() { # spec port out
       ;;
     resume:*)
       # The session resume_session saved; each "done" is a resumed handshake and a 200 (a full
-      # handshake, refused or failed one is counted in .other / .refused).
-      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources 127.0.0.1 -conns "$CONNS" \
+      # handshake, refused or failed one is counted in .other / .refused). Four source addresses,
+      # CONNS loops in all: at ~8,000 connections a second one address's ephemeral ports meet the
+      # server's TIME_WAIT sockets of the cell before within seconds, and SYNs then wait for
+      # retransmission.
+      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" \
+        -sources 127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4 -conns $(((CONNS + 3) / 4)) \
         -duration "${DURATION}s" -resume "$out.session.txt" >"$out.txt" 2>&1 || true
       jq -c '{handshakes: .done, resumed: .done, requests: .done, errors: (.refused + .other)}' \
         "$out.txt" >"$out" 2>/dev/null || true

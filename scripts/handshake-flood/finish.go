@@ -111,15 +111,8 @@ func finishOnce(c net.Conn, h hello) outcome {
 		seq       uint64
 	)
 	for {
-		if _, err := io.ReadFull(r, header); err != nil {
-			return failed
-		}
-		n := int(binary.BigEndian.Uint16(header[3:]))
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
+		var err error
+		if body, err = readRecord(r, header, body); err != nil {
 			return failed
 		}
 		switch header[0] {
@@ -188,6 +181,21 @@ func finishOnce(c net.Conn, h hello) outcome {
 	}
 }
 
+// readRecord reads one TLS record from `r`: its 5-byte header into `header`, its body into
+// `body` (grown when too small), which it returns.
+func readRecord(r io.Reader, header, body []byte) ([]byte, error) {
+	if _, err := io.ReadFull(r, header); err != nil {
+		return body, err
+	}
+	n := int(binary.BigEndian.Uint16(header[3:]))
+	if cap(body) < n {
+		body = make([]byte, n)
+	}
+	body = body[:n]
+	_, err := io.ReadFull(r, body)
+	return body, err
+}
+
 // seal is one TLS 1.3 record of `inner` (content then its type byte) under `key`.
 func seal(key cipher.AEAD, iv []byte, seq uint64, inner []byte) []byte {
 	head := []byte{0x17, 0x03, 0x03, 0, 0}
@@ -220,15 +228,10 @@ func request(c net.Conn, r io.Reader, handshakeSecret, clientHS, flightHash []by
 	header := make([]byte, 5)
 	var body, answer []byte
 	for seq := uint64(0); ; seq++ {
-		if _, err := io.ReadFull(r, header); err != nil {
-			break // the server's close
-		}
-		n := int(binary.BigEndian.Uint16(header[3:]))
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil || header[0] != 0x17 {
+		var err error
+		if body, err = readRecord(r, header, body); err != nil {
+			break // the server's close (the answer read so far decides)
+		} else if header[0] != 0x17 {
 			return failed
 		}
 		plain, err := serverKey.Open(body[:0], nonce(serverIV, seq), body, header)

@@ -37,6 +37,14 @@ func ext(out []byte, kind uint16, body []byte) []byte {
 	return append(out, body...)
 }
 
+// sniBody is a server_name extension's body naming `sni`.
+func sniBody(sni string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(sni)+3))
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(sni)))
+	return append(b, sni...)
+}
+
 // hello is the fixed ClientHello record and the private key of its X25519 share.
 type hello struct {
 	record []byte
@@ -55,15 +63,10 @@ func clientHello(sni string, finish bool) hello {
 	if err != nil {
 		panic(err)
 	}
-	name := []byte(sni)
-	sniBody := binary.BigEndian.AppendUint16(nil, uint16(len(name)+3))
-	sniBody = append(sniBody, 0)
-	sniBody = binary.BigEndian.AppendUint16(sniBody, uint16(len(name)))
-	sniBody = append(sniBody, name...)
 	share := []byte{0x00, 0x24, 0x00, 0x1d, 0x00, 0x20}
 	share = append(share, key.PublicKey().Bytes()...)
 	var exts []byte
-	exts = ext(exts, 0x0000, sniBody)
+	exts = ext(exts, 0x0000, sniBody(sni))
 	exts = ext(exts, 0x002b, []byte{0x02, 0x03, 0x04})
 	exts = ext(exts, 0x000a, []byte{0x00, 0x02, 0x00, 0x1d})
 	exts = ext(exts, 0x0033, share)

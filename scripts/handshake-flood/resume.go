@@ -174,13 +174,7 @@ func resumeHello(sni string, s session) (hello, []byte) {
 
 // tls12Hello is a TLS 1.2 ClientHello offering `s` by session ID or ticket, its cipher only.
 func tls12Hello(sni string, s session) hello {
-	name := []byte(sni)
-	sniBody := binary.BigEndian.AppendUint16(nil, uint16(len(name)+3))
-	sniBody = append(sniBody, 0)
-	sniBody = binary.BigEndian.AppendUint16(sniBody, uint16(len(name)))
-	sniBody = append(sniBody, name...)
-	var exts []byte
-	exts = ext(exts, 0x0000, sniBody)
+	exts := ext(nil, 0x0000, sniBody(sni))
 	// X25519 and P-256: in TLS 1.2 the list also names the curves an ECDSA certificate may use.
 	exts = ext(exts, 0x000a, []byte{0x00, 0x04, 0x00, 0x1d, 0x00, 0x17})
 	exts = ext(exts, 0x000b, []byte{0x01, 0x00})
@@ -279,15 +273,8 @@ func resume12Once(c net.Conn, h hello, s session) outcome {
 		ccs      bool
 	)
 	for {
-		if _, err := io.ReadFull(r, header); err != nil {
-			return failed
-		}
-		n := int(binary.BigEndian.Uint16(header[3:]))
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
+		var err error
+		if body, err = readRecord(r, header, body); err != nil {
 			return failed
 		}
 		switch {
@@ -350,16 +337,9 @@ func answer12(r io.Reader, server *gcm12) outcome {
 	header := make([]byte, 5)
 	var body, answer []byte
 	for {
-		if _, err := io.ReadFull(r, header); err != nil {
-			break
-		}
-		n := int(binary.BigEndian.Uint16(header[3:]))
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return failed
+		var err error
+		if body, err = readRecord(r, header, body); err != nil {
+			break // the server's close (the answer read so far decides)
 		}
 		plain, err := server.open(header[0], body)
 		if err != nil {
