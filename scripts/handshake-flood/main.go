@@ -45,6 +45,18 @@ func sniBody(sni string) []byte {
 	return append(b, sni...)
 }
 
+// helloRecord is the handshake record of a ClientHello whose body up to its extensions is `body`.
+func helloRecord(body, exts []byte) []byte {
+	body = binary.BigEndian.AppendUint16(body, uint16(len(exts)))
+	body = append(body, exts...)
+	msg := []byte{0x01, 0x00}
+	msg = binary.BigEndian.AppendUint16(msg, uint16(len(body)))
+	msg = append(msg, body...)
+	record := []byte{0x16, 0x03, 0x01}
+	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
+	return append(record, msg...)
+}
+
 // hello is the fixed ClientHello record and the private key of its X25519 share.
 type hello struct {
 	record []byte
@@ -85,14 +97,7 @@ func clientHello(sni string, finish bool) hello {
 	} else {
 		body = append(body, 0x00, 0x06, 0x13, 0x01, 0x13, 0x02, 0x13, 0x03, 0x01, 0x00)
 	}
-	body = binary.BigEndian.AppendUint16(body, uint16(len(exts)))
-	body = append(body, exts...)
-	msg := []byte{0x01, 0x00}
-	msg = binary.BigEndian.AppendUint16(msg, uint16(len(body)))
-	msg = append(msg, body...)
-	record := []byte{0x16, 0x03, 0x01}
-	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
-	return hello{record: append(record, msg...), key: key, sni: sni}
+	return hello{record: helloRecord(body, exts), key: key, sni: sni}
 }
 
 type outcome int

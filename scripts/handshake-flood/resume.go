@@ -199,14 +199,7 @@ func tls12Hello(sni string, s session) hello {
 	body = binary.BigEndian.AppendUint16(body, 2)
 	body = binary.BigEndian.AppendUint16(body, s.suite)
 	body = append(body, 0x01, 0x00)
-	body = binary.BigEndian.AppendUint16(body, uint16(len(exts)))
-	body = append(body, exts...)
-	msg := []byte{0x01, 0x00}
-	msg = binary.BigEndian.AppendUint16(msg, uint16(len(body)))
-	msg = append(msg, body...)
-	record := []byte{0x16, 0x03, 0x01}
-	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
-	return hello{record: append(record, msg...), sni: sni}
+	return hello{record: helloRecord(body, exts), sni: sni}
 }
 
 // gcm12 is one direction of TLS 1.2 AES-128-GCM records (RFC 5288): a 4-byte salt, the
