@@ -190,6 +190,12 @@ ceiling_probe() { # round
   [ -z "$n" ] || jq -cn --argjson r "$1" --argjson n "$n" '{round: $r, ceiling: $n}' >>"$CEILING"
 }
 
+# handshake-flood's loops (CONNS in all, rounded up) over four source addresses: at thousands of
+# connections a second, the server's TIME_WAIT sockets (60 s) from the cells before meet one
+# address's ephemeral ports within seconds, and its SYNs then wait for retransmission.
+FLOOD_SOURCES=127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4
+FLOOD_CONNS=$(((CONNS + 3) / 4))
+
 # Runs the independent client SPEC against PORT for DURATION; writes JSON with handshakes,
 # resumed, requests and errors to OUT (raw output in OUT.txt).
 independent() { # spec port out
@@ -218,8 +224,8 @@ independent() { # spec port out
     flood | flood:*)
       [ "$spec" != flood ] || args=""
       # shellcheck disable=SC2086
-      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources 127.0.0.1 -conns "$CONNS" \
-        -duration "${DURATION}s" $args >"$out.txt" 2>&1 || true
+      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources "$FLOOD_SOURCES" \
+        -conns "$FLOOD_CONNS" -duration "${DURATION}s" $args >"$out.txt" 2>&1 || true
       # With -finish each "done" is a completed handshake and a 200.
       jq -c --argjson req "$([ "$spec" = flood ] && echo 0 || echo 1)" \
         '{handshakes: .done, resumed: 0, requests: (.done * $req), errors: (.refused + .other)}' \
@@ -227,13 +233,9 @@ independent() { # spec port out
       ;;
     resume:*)
       # The session resume_session saved; each "done" is a resumed handshake and a 200 (a full
-      # handshake, refused or failed one is counted in .other / .refused). Four source addresses,
-      # CONNS loops in all: at ~8,000 connections a second one address's ephemeral ports meet the
-      # server's TIME_WAIT sockets of the cell before within seconds, and SYNs then wait for
-      # retransmission.
-      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" \
-        -sources 127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4 -conns $(((CONNS + 3) / 4)) \
-        -duration "${DURATION}s" -resume "$out.session.txt" >"$out.txt" 2>&1 || true
+      # handshake, refused or failed one is counted in .other / .refused).
+      taskset -c "$LOAD_CPU" "$WORK/flood" -target "127.0.0.1:$port" -sources "$FLOOD_SOURCES" \
+        -conns "$FLOOD_CONNS" -duration "${DURATION}s" -resume "$out.session.txt" >"$out.txt" 2>&1 || true
       jq -c '{handshakes: .done, resumed: .done, requests: .done, errors: (.refused + .other)}' \
         "$out.txt" >"$out" 2>/dev/null || true
       ;;
