@@ -51,7 +51,11 @@ func helloRecord(body, exts []byte) []byte {
 	body = append(body, exts...)
 	msg := []byte{0x01, 0x00}
 	msg = binary.BigEndian.AppendUint16(msg, uint16(len(body)))
-	msg = append(msg, body...)
+	return handshakeRecord(append(msg, body...))
+}
+
+// handshakeRecord is `msg` (a whole handshake message) in one handshake record.
+func handshakeRecord(msg []byte) []byte {
 	record := []byte{0x16, 0x03, 0x01}
 	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
 	return append(record, msg...)

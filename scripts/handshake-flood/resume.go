@@ -130,10 +130,10 @@ func prf12(secret []byte, label string, seed []byte, n int) []byte {
 // resumeHello is the fixed ClientHello resuming `s`, and for TLS 1.3 the salt of its handshake
 // secret (Derive-Secret(Early Secret from the PSK, "derived", "")).
 func resumeHello(sni string, s session) (hello, []byte) {
-	h := clientHello(sni, true) // the key share, SNI and random of -finish's hello
 	if !s.tls13 {
 		return tls12Hello(sni, s), nil
 	}
+	h := clientHello(sni, true) // the key share, SNI and random of -finish's hello
 	// Rebuild -finish's hello with psk_key_exchange_modes and, last, pre_shared_key.
 	body := h.record[5+4:]
 	extStart := 2 + 32 + 1 + int(body[2+32]) + 2 + 4 + 2
@@ -165,10 +165,7 @@ func resumeHello(sni string, s session) (hello, []byte) {
 	mac := hmac.New(sha256.New, expandLabel(binderKey, "finished", nil, 32))
 	mac.Write(truncated[:])
 	msg = append(msg, 0, 33, 32)
-	msg = append(msg, mac.Sum(nil)...)
-	record := []byte{0x16, 0x03, 0x01}
-	record = binary.BigEndian.AppendUint16(record, uint16(len(msg)))
-	h.record = append(record, msg...)
+	h.record = handshakeRecord(append(msg, mac.Sum(nil)...))
 	return h, expandLabel(early, "derived", empty[:], 32)
 }
 
